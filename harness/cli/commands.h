@@ -1,0 +1,22 @@
+// The harness subcommands. Each group parses its own arguments (Boost.Program_options) and
+// returns a process exit code (harness/util/errors.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace harness::cli {
+
+using Args = std::vector<std::string>;  // arguments after the command name
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const Args& args);
+};
+
+const std::vector<Command>& commands();
+
+int train_command(const Args& args);
+
+}  // namespace harness::cli

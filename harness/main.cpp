@@ -1,0 +1,43 @@
+// harness: one executable, one subcommand per capability (`harness --help`).
+#include <fmt/core.h>
+
+#include <cstring>
+#include <exception>
+
+#include "harness/cli/commands.h"
+#include "harness/util/errors.h"
+
+namespace {
+
+void print_usage() {
+  fmt::print(
+      "harness — length-generalisation experiments for attention\n\n"
+      "usage: harness <command> [options]     (harness <command> --help for details)\n\n"
+      "commands:\n");
+  for (const auto& c : harness::cli::commands()) fmt::print("  {:<12} {}\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    print_usage();
+    return argc < 2 ? harness::kExitBadInput : harness::kExitOk;
+  }
+  const harness::cli::Args args(argv + 2, argv + argc);
+  for (const auto& c : harness::cli::commands()) {
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    try {
+      return c.run(args);
+    } catch (const harness::InputError& e) {
+      fmt::print(stderr, "error: {}\n", e.what());
+      return harness::kExitBadInput;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "error: {}\n", e.what());
+      return harness::kExitFailure;
+    }
+  }
+  fmt::print(stderr, "error: unknown command '{}'\n\n", argv[1]);
+  print_usage();
+  return harness::kExitBadInput;
+}
