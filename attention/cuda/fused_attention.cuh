@@ -1,0 +1,76 @@
+// Fused causal attention for CUDA (FlashAttention-2 style): the host API. Plain C++ and the CUDA
+// runtime only (no torch), so that both the torch binding and torch-free tests can call it.
+//
+// For query i, key j <= i, distance t = i - j and head h the kernels compute, in fp32 registers,
+//
+//     logit(i, j) = multiplier(i, t, h) · scale · q_i·k_j + bias(t, h)      (attention/score_mod.h)
+//     P(i, j)     = exp(logit(i, j) − lse_i),   lse_i = log Σ_{j<=i} exp(logit(i, j))
+//     o_i         = Σ_j P(i, j) · v_j
+//
+// tile by tile with an online softmax, never materialising the T×T matrix. Backward recomputes P
+// from the saved lse and uses dLogit = P ⊙ (dP − rowsum(dO ⊙ O)), dP = dO·Vᵀ; the gradient of
+// q·k is multiplier · scale · dLogit, and that of the learned head scale is
+// Σ_{i,j} fixed_multiplier · scale · q·k · dLogit.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "attention/score_mod.h"
+
+namespace attention::cuda {
+
+// Element type of q, k, v, o, dO, dq, dk, dv (the kernels accumulate in fp32 either way).
+enum class DType : int {
+  kFloat32 = 0,
+  kBFloat16 = 1,
+};
+
+// One call's tensors: raw device pointers into contiguous buffers. Every (B, H, T, D) buffer must be
+// 16-byte aligned (the kernels move 4 elements at a time).
+struct FusedArgs {
+  int batch = 0;      // B
+  int heads = 0;      // H (B·H ≤ 65535)
+  int seq_len = 0;    // T ≥ 1 (any value; 0 is a no-op)
+  int head_dim = 0;   // D ∈ {64, 128}
+  DType dtype = DType::kFloat32;
+  // The logit transform. mod.head_scale and mod.alibi_slope, when set, are DEVICE pointers to
+  // (H) float32 arrays.
+  ScoreMod mod;
+
+  // Forward inputs; backward inputs too.
+  const void* q = nullptr;  // (B, H, T, D)
+  const void* k = nullptr;  // (B, H, T, D)
+  const void* v = nullptr;  // (B, H, T, D)
+  // Forward outputs; backward inputs.
+  void* o = nullptr;        // (B, H, T, D)
+  float* lse = nullptr;     // (B, H, T) float32: per-row log-sum-exp of the logits
+
+  // Backward only.
+  const void* d_o = nullptr;     // (B, H, T, D) gradient of the loss w.r.t. o
+  void* dq = nullptr;            // (B, H, T, D) output
+  void* dk = nullptr;            // (B, H, T, D) output
+  void* dv = nullptr;            // (B, H, T, D) output
+  float* dhead_scale = nullptr;  // (H) float32 output, or null. Overwritten (zeros when
+                                 // mod.head_scale is null).
+  void* workspace = nullptr;     // fused_attention_backward_workspace_bytes(args) bytes of device
+                                 // memory, 256-byte aligned; contents need no initialisation
+};
+
+// Whether the kernels support this head dim / element type.
+bool fused_attention_supported(int head_dim, DType dtype);
+
+// Writes o and lse. Asynchronous on `stream`; returns launch / argument errors
+// (cudaErrorInvalidValue for unsupported shapes or missing pointers).
+cudaError_t fused_attention_forward(const FusedArgs& args, cudaStream_t stream);
+
+// Scratch the backward pass needs: the per-row rowsum(dO ⊙ O), and an fp32 dq accumulator when the
+// element type is bf16.
+std::size_t fused_attention_backward_workspace_bytes(const FusedArgs& args);
+
+// Writes dq, dk, dv and dhead_scale from q, k, v, o, lse (of the forward pass) and d_o.
+// Asynchronous on `stream`.
+cudaError_t fused_attention_backward(const FusedArgs& args, cudaStream_t stream);
+
+}  // namespace attention::cuda

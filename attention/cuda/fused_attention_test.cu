@@ -1,0 +1,393 @@
+// Checks the fused CUDA attention kernels (forward o and lse; backward dq, dk, dv, dhead_scale)
+// against a float64 CPU implementation written straight from the formulas of score_mod.h, for
+// fp32 and bf16, D ∈ {64, 128}, T ∈ {1, 37, 200} (T = 37 and 200 are not multiples of the 64-tile)
+// and several score mods. Torch-free: CUDA runtime only.
+//
+// Exit codes: 0 pass, 1 fail, 77 skipped (no CUDA device).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/cuda/fused_attention.cuh"
+#include "attention/score_mod.h"
+
+namespace {
+
+using attention::ScoreMod;
+using attention::cuda::DType;
+using attention::cuda::FusedArgs;
+
+constexpr int kSkipped = 77;
+constexpr int kBatch = 2;
+constexpr int kHeads = 3;
+
+// ---------------------------------------------------------------------------------------------
+// Host-side bf16 (round to nearest even), so the test needs no cuda_bf16 host code.
+
+uint16_t float_to_bf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float bf16_to_float(uint16_t x) {
+  const uint32_t bits = static_cast<uint32_t>(x) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
+
+// ---------------------------------------------------------------------------------------------
+// float64 reference.
+
+struct Result {
+  std::vector<double> o, lse, dq, dk, dv, dhead_scale;  // (B,H,T,D) ×4 but lse (B,H,T), dhs (H)
+};
+
+// `mod` holds HOST pointers for head_scale / alibi_slope here.
+Result reference(const std::vector<double>& q, const std::vector<double>& k,
+                 const std::vector<double>& v, const std::vector<double>& d_o, const ScoreMod& mod,
+                 int seq_len, int head_dim) {
+  const size_t elems = static_cast<size_t>(kBatch) * kHeads * seq_len * head_dim;
+  Result r;
+  r.o.assign(elems, 0.0);
+  r.dq.assign(elems, 0.0);
+  r.dk.assign(elems, 0.0);
+  r.dv.assign(elems, 0.0);
+  r.lse.assign(static_cast<size_t>(kBatch) * kHeads * seq_len, 0.0);
+  r.dhead_scale.assign(kHeads, 0.0);
+  std::vector<double> dots, probs, dprobs;
+  for (int b = 0; b < kBatch; ++b) {
+    for (int h = 0; h < kHeads; ++h) {
+      const size_t head = (static_cast<size_t>(b) * kHeads + h) * seq_len;  // first row
+      auto row = [&](const std::vector<double>& x, int i) { return &x[(head + i) * head_dim]; };
+      auto mutable_row = [&](std::vector<double>& x, int i) { return &x[(head + i) * head_dim]; };
+      for (int i = 0; i < seq_len; ++i) {
+        // logits over the visible keys j <= i
+        dots.assign(i + 1, 0.0);
+        probs.assign(i + 1, 0.0);
+        dprobs.assign(i + 1, 0.0);
+        double max_logit = -INFINITY;
+        for (int j = 0; j <= i; ++j) {
+          double dot = 0.0;
+          for (int d = 0; d < head_dim; ++d) dot += row(q, i)[d] * row(k, j)[d];
+          dots[j] = dot;
+          probs[j] = attention::logit<double>(mod, dot, i, j, h);
+          max_logit = std::max(max_logit, probs[j]);
+        }
+        double sum = 0.0;
+        for (int j = 0; j <= i; ++j) sum += std::exp(probs[j] - max_logit);
+        const double lse = max_logit + std::log(sum);
+        r.lse[head + i] = lse;
+        for (int j = 0; j <= i; ++j) probs[j] = std::exp(probs[j] - lse);
+        // o_i = Σ_j P_ij v_j
+        for (int j = 0; j <= i; ++j) {
+          for (int d = 0; d < head_dim; ++d) mutable_row(r.o, i)[d] += probs[j] * row(v, j)[d];
+        }
+        // dP_ij = dO_i·v_j, dLogit_ij = P_ij (dP_ij − Σ_k P_ik dP_ik)
+        double delta = 0.0;
+        for (int j = 0; j <= i; ++j) {
+          double dp = 0.0;
+          for (int d = 0; d < head_dim; ++d) dp += row(d_o, i)[d] * row(v, j)[d];
+          dprobs[j] = dp;
+          delta += probs[j] * dp;
+        }
+        for (int j = 0; j <= i; ++j) {
+          const int t = i - j;
+          const double dlogit = probs[j] * (dprobs[j] - delta);
+          // logit = multiplier · scale · q·k + bias
+          const double ds = dlogit * attention::multiplier<double>(mod, i, t, h) * mod.scale;
+          for (int d = 0; d < head_dim; ++d) {
+            mutable_row(r.dq, i)[d] += ds * row(k, j)[d];
+            mutable_row(r.dk, j)[d] += ds * row(q, i)[d];
+            mutable_row(r.dv, j)[d] += probs[j] * row(d_o, i)[d];
+          }
+          r.dhead_scale[h] +=
+              attention::fixed_multiplier<double>(mod, i, t) * mod.scale * dots[j] * dlogit;
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device runs.
+
+#define CHECK_CUDA(call)                                                                   \
+  do {                                                                                     \
+    const cudaError_t status_ = (call);                                                    \
+    if (status_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,           \
+                   cudaGetErrorString(status_));                                           \
+      std::exit(1);                                                                        \
+    }                                                                                      \
+  } while (0)
+
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  explicit DeviceBuffer(size_t bytes) { CHECK_CUDA(cudaMalloc(&ptr, std::max<size_t>(bytes, 16))); }
+  ~DeviceBuffer() { cudaFree(ptr); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+size_t element_bytes(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
+
+// Uploads values (already representable in dtype) as dtype.
+void upload(DeviceBuffer& target, const std::vector<double>& values, DType dtype) {
+  if (dtype == DType::kFloat32) {
+    std::vector<float> host(values.begin(), values.end());
+    CHECK_CUDA(cudaMemcpy(target.ptr, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+  } else {
+    std::vector<uint16_t> host(values.size());
+    for (size_t n = 0; n < values.size(); ++n) host[n] = float_to_bf16(static_cast<float>(values[n]));
+    CHECK_CUDA(cudaMemcpy(target.ptr, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  }
+}
+
+std::vector<double> download(const DeviceBuffer& source, size_t count, DType dtype) {
+  std::vector<double> values(count);
+  if (dtype == DType::kFloat32) {
+    std::vector<float> host(count);
+    CHECK_CUDA(cudaMemcpy(host.data(), source.ptr, count * 4, cudaMemcpyDeviceToHost));
+    std::copy(host.begin(), host.end(), values.begin());
+  } else {
+    std::vector<uint16_t> host(count);
+    CHECK_CUDA(cudaMemcpy(host.data(), source.ptr, count * 2, cudaMemcpyDeviceToHost));
+    for (size_t n = 0; n < count; ++n) values[n] = bf16_to_float(host[n]);
+  }
+  return values;
+}
+
+// `mod` holds DEVICE pointers for head_scale / alibi_slope here. The backward pass gets the
+// kernel's own o, as autograd would give it.
+Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
+                   const std::vector<double>& v, const std::vector<double>& d_o,
+                   const ScoreMod& mod, DType dtype, int seq_len, int head_dim) {
+  const size_t elems = q.size();
+  const size_t rows = static_cast<size_t>(kBatch) * kHeads * seq_len;
+  const size_t bytes = elems * element_bytes(dtype);
+  DeviceBuffer q_dev(bytes), k_dev(bytes), v_dev(bytes), o_dev(bytes), d_o_dev(bytes);
+  DeviceBuffer dq_dev(bytes), dk_dev(bytes), dv_dev(bytes);
+  DeviceBuffer lse_dev(rows * 4), dhead_scale_dev(kHeads * 4);
+  upload(q_dev, q, dtype);
+  upload(k_dev, k, dtype);
+  upload(v_dev, v, dtype);
+  upload(d_o_dev, d_o, dtype);
+
+  FusedArgs args;
+  args.batch = kBatch;
+  args.heads = kHeads;
+  args.seq_len = seq_len;
+  args.head_dim = head_dim;
+  args.dtype = dtype;
+  args.mod = mod;
+  args.q = q_dev.ptr;
+  args.k = k_dev.ptr;
+  args.v = v_dev.ptr;
+  args.o = o_dev.ptr;
+  args.lse = static_cast<float*>(lse_dev.ptr);
+  args.d_o = d_o_dev.ptr;
+  args.dq = dq_dev.ptr;
+  args.dk = dk_dev.ptr;
+  args.dv = dv_dev.ptr;
+  args.dhead_scale = static_cast<float*>(dhead_scale_dev.ptr);
+  DeviceBuffer workspace(attention::cuda::fused_attention_backward_workspace_bytes(args));
+  args.workspace = workspace.ptr;
+
+  CHECK_CUDA(attention::cuda::fused_attention_forward(args, nullptr));
+  CHECK_CUDA(attention::cuda::fused_attention_backward(args, nullptr));
+  CHECK_CUDA(cudaDeviceSynchronize());
+
+  Result r;
+  r.o = download(o_dev, elems, dtype);
+  r.dq = download(dq_dev, elems, dtype);
+  r.dk = download(dk_dev, elems, dtype);
+  r.dv = download(dv_dev, elems, dtype);
+  r.lse = download(lse_dev, rows, DType::kFloat32);
+  r.dhead_scale = download(dhead_scale_dev, kHeads, DType::kFloat32);
+  return r;
+}
+
+// max |got − want| / max(max |want|, floor). The floor keeps the measure finite where the exact
+// value vanishes (dq, dk and dhead_scale are exactly 0 at T = 1).
+double relative_error(const std::vector<double>& got, const std::vector<double>& want, double floor) {
+  double max_diff = 0.0, max_want = 0.0;
+  for (size_t n = 0; n < want.size(); ++n) {
+    const double diff = std::fabs(got[n] - want[n]);
+    max_diff = std::isnan(diff) ? INFINITY : std::max(max_diff, diff);
+    max_want = std::max(max_want, std::fabs(want[n]));
+  }
+  return max_diff / std::max(max_want, floor);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cases.
+
+struct ModCase {
+  std::string name;
+  ScoreMod mod;  // pointers unset: the case fills them
+  bool head_scale = false;
+  bool alibi = false;
+};
+
+std::vector<ModCase> mod_cases(int head_dim) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  std::vector<ModCase> cases;
+
+  ModCase none{"none", ScoreMod{}};
+  none.mod.scale = scale;
+  cases.push_back(none);
+
+  ModCase si{"scale-invariant(tau=10)", ScoreMod{}};
+  si.mod.scale = scale;
+  si.mod.distance = attention::DistanceMod::kScaleInvariant;
+  si.mod.inv_tau = 0.1f;
+  cases.push_back(si);
+
+  ModCase logn{"logn+head_scale", ScoreMod{}, true, false};
+  logn.mod.scale = scale;
+  logn.mod.row = attention::RowFactor::kLogN;
+  cases.push_back(logn);
+
+  ModCase info{"infoscale(L=16)", ScoreMod{}};
+  info.mod.scale = scale;
+  info.mod.row = attention::RowFactor::kInfoScale;
+  info.mod.info_exponent = -2.0f / head_dim;
+  info.mod.info_inv_denominator = 1.0f / (1.0f - std::pow(16.0f, -2.0f / head_dim));
+  cases.push_back(info);
+
+  ModCase alibi{"alibi", ScoreMod{}, false, true};
+  alibi.mod.scale = scale;
+  cases.push_back(alibi);
+
+  // Everything at once: the head-scale gradient through row and distance factors, plus a bias.
+  ModCase all{"si+logn+head_scale+alibi", ScoreMod{}, true, true};
+  all.mod.scale = scale;
+  all.mod.distance = attention::DistanceMod::kScaleInvariant;
+  all.mod.inv_tau = 0.1f;
+  all.mod.row = attention::RowFactor::kLogN;
+  cases.push_back(all);
+  return cases;
+}
+
+bool device_available() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  return status == cudaSuccess && count > 0;
+}
+
+}  // namespace
+
+int main() {
+  if (!device_available()) {
+    std::printf("SKIPPED: no CUDA device\n");
+    return kSkipped;
+  }
+
+  // Argument checks need no kernel.
+  {
+    FusedArgs unsupported;
+    unsupported.batch = 1;
+    unsupported.heads = 1;
+    unsupported.seq_len = 8;
+    unsupported.head_dim = 96;
+    if (attention::cuda::fused_attention_forward(unsupported, nullptr) != cudaErrorInvalidValue) {
+      std::printf("FAIL: head_dim 96 was not rejected\n");
+      return 1;
+    }
+  }
+
+  const float head_scales[kHeads] = {0.7f, 1.0f, 1.4f};
+  float alibi_slopes[kHeads];
+  for (int h = 0; h < kHeads; ++h) alibi_slopes[h] = std::pow(2.0f, -8.0f * (h + 1) / kHeads);
+  DeviceBuffer head_scales_dev(sizeof(head_scales)), alibi_slopes_dev(sizeof(alibi_slopes));
+  CHECK_CUDA(cudaMemcpy(head_scales_dev.ptr, head_scales, sizeof(head_scales), cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(alibi_slopes_dev.ptr, alibi_slopes, sizeof(alibi_slopes), cudaMemcpyHostToDevice));
+
+  std::mt19937 rng(1234);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  int failures = 0, checks = 0;
+
+  for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    const bool bf16 = dtype == DType::kBFloat16;
+    const double tolerance = bf16 ? 2e-2 : 1e-4;
+    for (const int head_dim : {64, 128}) {
+      for (const int seq_len : {1, 37, 200}) {
+        // Inputs rounded to the element type, so the reference sees exactly what the kernel sees.
+        const size_t elems = static_cast<size_t>(kBatch) * kHeads * seq_len * head_dim;
+        auto random_input = [&] {
+          std::vector<double> x(elems);
+          for (double& value : x) {
+            const float f = static_cast<float>(normal(rng));
+            value = bf16 ? bf16_to_float(float_to_bf16(f)) : f;
+          }
+          return x;
+        };
+        const std::vector<double> q = random_input(), k = random_input(), v = random_input(),
+                                  d_o = random_input();
+
+        for (const ModCase& c : mod_cases(head_dim)) {
+          ScoreMod host_mod = c.mod, device_mod = c.mod;
+          if (c.head_scale) {
+            host_mod.head_scale = head_scales;
+            device_mod.head_scale = static_cast<const float*>(head_scales_dev.ptr);
+          }
+          if (c.alibi) {
+            host_mod.alibi_slope = alibi_slopes;
+            device_mod.alibi_slope = static_cast<const float*>(alibi_slopes_dev.ptr);
+          }
+          const Result want = reference(q, k, v, d_o, host_mod, seq_len, head_dim);
+          const Result got = run_kernels(q, k, v, d_o, device_mod, dtype, seq_len, head_dim);
+
+          struct Check {
+            const char* name;
+            double error;
+          };
+          std::vector<Check> results = {
+              {"o", relative_error(got.o, want.o, 1e-3)},
+              {"lse", relative_error(got.lse, want.lse, 1e-3)},
+              {"dq", relative_error(got.dq, want.dq, 1.0)},
+              {"dk", relative_error(got.dk, want.dk, 1.0)},
+              {"dv", relative_error(got.dv, want.dv, 1e-3)},
+          };
+          // Without a learned head scale the kernel must leave dhead_scale at zero.
+          results.push_back({"dhead_scale", relative_error(got.dhead_scale, want.dhead_scale, 1.0)});
+          if (!c.head_scale) {
+            for (double value : got.dhead_scale) {
+              if (value != 0.0) results.back().error = INFINITY;
+            }
+          }
+
+          bool ok = true;
+          std::string line;
+          for (const Check& check : results) {
+            ++checks;
+            const bool pass = check.error <= tolerance;
+            ok = ok && pass;
+            char text[64];
+            std::snprintf(text, sizeof(text), " %s=%.2e%s", check.name, check.error, pass ? "" : "!");
+            line += text;
+          }
+          if (!ok) ++failures;
+          std::printf("%-4s %-5s D=%-3d T=%-3d %-26s%s\n", ok ? "ok" : "FAIL", bf16 ? "bf16" : "fp32",
+                      head_dim, seq_len, c.name.c_str(), line.c_str());
+        }
+      }
+    }
+  }
+
+  std::printf("%s: %d check(s), %d failing case(s); tolerances fp32 1e-4, bf16 2e-2 (max |err| / max |ref|)\n",
+              failures ? "FAILED" : "PASSED", checks, failures);
+  return failures ? 1 : 0;
+}
