@@ -1,0 +1,27 @@
+// The bridge from a run config to the options each engine stage takes, and the names each stage
+// accepts (so config errors list exactly what the engine supports).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attention/attention.h"
+#include "harness/config/run_config.h"
+
+namespace harness::config {
+
+std::vector<std::string> method_names();
+std::vector<std::string> positional_names();
+std::vector<std::string> transform_names();
+std::vector<std::string> tokenizer_names();
+std::vector<std::string> optimizer_names();
+std::vector<std::string> schedule_names();
+
+// τ and the RoPE bases resolved against the training context.
+attention::MethodOptions method_options(const RunConfig& config);
+
+// Builds what the engine would build from `config` and lets it reject impossible combinations
+// (odd head_dim with RoPE, ...). Throws std::invalid_argument.
+void check_engine_options(const RunConfig& config);
+
+}  // namespace harness::config

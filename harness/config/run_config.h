@@ -1,0 +1,106 @@
+// A run's configuration: the typed struct the engine reads, filled and checked by the schema
+// (schema.h) from YAML. Defaults live here, in the member initialisers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace harness::config {
+
+// A value given absolutely (`0.16`) or relative to the training context L (`L/400`, `4L`,
+// `0.25*L`), resolved once L is known. The paper's constants assume L = 4096 (τ = 10 ≈ L/400,
+// p-RoPE base 1024 = L/4); relative values carry those ratios to any L.
+struct ContextValue {
+  double value = 0.0;     // the absolute value, or the coefficient of L when relative
+  bool relative = false;
+
+  double resolve(int64_t train_context) const { return relative ? value * double(train_context) : value; }
+  std::string text() const;  // as a user would write it: "0.16", "L/400", "4L"
+  static ContextValue absolute(double v) { return {v, false}; }
+  static ContextValue times_l(double coefficient) { return {coefficient, true}; }
+};
+
+struct RunConfig {
+  std::string name = "run";  // label; results go to <run.out_dir>/<name>/
+
+  struct Data {
+    std::string corpus = "sotu";   // "sotu" (the default corpus under data_dir) or a directory
+    std::string data_dir = "data"; // where fetched corpora and tokenizer caches live
+    double val_fraction = 0.1;
+    std::string tokenizer = "byte";  // byte | sentencepiece
+    int64_t vocab_size = 256;        // sentencepiece only
+  } data;
+
+  struct Model {
+    int64_t layers = 2;
+    int64_t d_model = 128;
+    int64_t heads = 4;
+    int64_t head_dim = 0;  // 0: d_model / heads (resolved when loading)
+    double mlp_ratio = 4.0;
+  } model;
+
+  struct Attention {
+    std::string method = "si+p-rope";
+    std::string positional;  // "" = the preset's
+    std::string transform;   // "" = the preset's
+    ContextValue tau = ContextValue::absolute(10.0);
+    ContextValue rope_base = ContextValue::absolute(10000.0);
+    ContextValue p_rope_base = ContextValue::absolute(1024.0);
+    double p_rope_fraction = -1.0;  // < 0: the variant's default (respread 0.5, truncate 0.75)
+    std::string p_rope_variant = "respread";
+    double score_scale = 0.0;       // 0: 1/sqrt(head_dim)
+    std::string kernel = "fused";   // reference | fused | cuda
+  } attention;
+
+  struct Train {
+    int64_t context = 64;          // L
+    int64_t batch_size = 32;       // sequences per optimiser step (split by grad_accum)
+    int64_t grad_accum = 1;        // micro-batches per step
+    int64_t steps = 300;
+    uint64_t seed = 0;
+    double grad_clip = 0.0;        // 0: off
+  } train;
+
+  struct Optim {
+    std::string name = "muon";     // muon | adamw
+    double lr_hidden = 0.02;
+    double lr_embed = 0.3;
+    double lr_head = 0.002;
+    double lr_scalar = 0.002;
+    double beta1 = 0.9;
+    double beta2 = 0.95;
+    double weight_decay = 0.0;
+    double momentum = 0.95;
+  } optim;
+
+  struct Schedule {
+    std::string kind = "constant-cooldown";  // constant-cooldown | cosine | constant
+    int64_t warmup_steps = 0;
+    double cooldown_fraction = 0.4;
+  } schedule;
+
+  struct Eval {
+    int64_t every = 0;  // steps between validations; 0: only at the end
+    std::vector<ContextValue> contexts = {ContextValue::times_l(1), ContextValue::times_l(4),
+                                          ContextValue::times_l(16)};
+    int64_t windows = 16;           // validation windows per context
+    int64_t batch_size = 4;
+    int64_t position_buckets = 8;   // mean loss per bucket of positions within the window
+    uint64_t seed = 1234;           // placement of validation windows (shared across runs)
+  } eval;
+
+  struct Run {  // how to run; never changes results, so not part of the run id
+    std::string out_dir = "results";
+    int64_t threads = 0;            // 0: all cores
+    int64_t log_every = 10;
+    int64_t checkpoint_every = 100; // 0: only at the end
+    std::string device = "cpu";     // cpu | cuda
+  } run;
+
+  // Resolved values (relative ones against train.context).
+  int64_t train_context() const { return train.context; }
+  std::vector<int64_t> eval_contexts() const;
+};
+
+}  // namespace harness::config

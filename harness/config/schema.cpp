@@ -1,0 +1,604 @@
+#include "harness/config/schema.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "harness/config/engine_options.h"
+#include "harness/util/errors.h"
+
+namespace harness::config {
+
+namespace {
+
+[[noreturn]] void fail(const Location& at, const std::string& key, const std::string& what) {
+  throw InputError(fmt::format("{}: {}: {}", at.str(), key, what));
+}
+
+std::string describe(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "nothing";
+  if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
+  if (node.IsSequence()) return "a list";
+  return "a mapping";
+}
+
+std::string format_double(double v) { return fmt::format("{}", v); }
+
+// ---- scalar parsers: each returns the value or fails with the key's expectation ----
+
+const YAML::Node& require_scalar(const YAML::Node& n, const Location& at, const std::string& key,
+                                 const std::string& expected) {
+  if (!n.IsScalar()) fail(at, key, fmt::format("expected {}, got {}", expected, describe(n)));
+  return n;
+}
+
+int64_t parse_int(const YAML::Node& n, const Location& at, const std::string& key,
+                  const std::string& expected) {
+  require_scalar(n, at, key, expected);
+  const std::string& s = n.Scalar();
+  static const std::regex int_re(R"(^[+-]?[0-9]+$)");
+  if (!std::regex_match(s, int_re)) fail(at, key, fmt::format("expected {}, got '{}'", expected, s));
+  try {
+    return std::stoll(s);
+  } catch (const std::exception&) {
+    fail(at, key, fmt::format("expected {}, got '{}' (out of range)", expected, s));
+  }
+}
+
+double parse_double(const YAML::Node& n, const Location& at, const std::string& key,
+                    const std::string& expected) {
+  require_scalar(n, at, key, expected);
+  const std::string& s = n.Scalar();
+  static const std::regex num_re(R"(^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$)");
+  if (!std::regex_match(s, num_re)) fail(at, key, fmt::format("expected {}, got '{}'", expected, s));
+  return std::stod(s);
+}
+
+// "0.16" | "L" | "4L" | "4*L" | "0.25 L" | "L/400" | "2L/3"
+ContextValue parse_context_value(const YAML::Node& n, const Location& at, const std::string& key,
+                                 const std::string& expected) {
+  require_scalar(n, at, key, expected);
+  static const std::regex rel_re(
+      R"(^\s*([0-9]+\.?[0-9]*|\.[0-9]+)?\s*\*?\s*L\s*(/\s*([0-9]+\.?[0-9]*|\.[0-9]+))?\s*$)");
+  std::smatch m;
+  const std::string s = n.Scalar();
+  if (std::regex_match(s, m, rel_re)) {
+    double coefficient = m[1].matched ? std::stod(m[1].str()) : 1.0;
+    if (m[3].matched) {
+      const double divisor = std::stod(m[3].str());
+      if (divisor == 0) fail(at, key, fmt::format("division by zero in '{}'", s));
+      coefficient /= divisor;
+    }
+    return ContextValue::times_l(coefficient);
+  }
+  return ContextValue::absolute(parse_double(n, at, key, expected));
+}
+
+// ---- KeySpec builders. `Access` is a generic lambda returning a reference to the member. ----
+
+template <class Access>
+KeySpec integer_key(std::string path, Access access, int64_t lo, int64_t hi, std::string help,
+                    bool affects_results = true) {
+  KeySpec k;
+  k.path = path;
+  k.expected = fmt::format("an integer in [{}, {}]", lo, hi);
+  k.help = std::move(help);
+  k.affects_results = affects_results;
+  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
+    const int64_t v = parse_int(n, at, path, k.expected);
+    if (v < lo || v > hi) fail(at, path, fmt::format("expected {}, got {}", k.expected, v));
+    access(c) = static_cast<std::remove_reference_t<decltype(access(c))>>(v);
+  };
+  k.get = [=](const RunConfig& c) { return fmt::format("{}", access(const_cast<RunConfig&>(c))); };
+  return k;
+}
+
+template <class Access>
+KeySpec real_key(std::string path, Access access, double lo, double hi, bool lo_open,
+                 std::string help, bool affects_results = true) {
+  KeySpec k;
+  k.path = path;
+  k.expected = fmt::format("a number in {}{}, {}]", lo_open ? "(" : "[", format_double(lo),
+                           format_double(hi));
+  k.help = std::move(help);
+  k.affects_results = affects_results;
+  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
+    const double v = parse_double(n, at, path, k.expected);
+    if (!(lo_open ? v > lo : v >= lo) || !(v <= hi) || !std::isfinite(v))
+      fail(at, path, fmt::format("expected {}, got {}", k.expected, n.Scalar()));
+    access(c) = v;
+  };
+  k.get = [=](const RunConfig& c) { return format_double(access(const_cast<RunConfig&>(c))); };
+  return k;
+}
+
+// A positive value, absolute or relative to L; the canonical form holds the resolved value.
+template <class Access>
+KeySpec context_value_key(std::string path, Access access, std::string help) {
+  KeySpec k;
+  k.path = path;
+  k.expected = "a positive number, or a multiple of the training context such as L/400 or 4L";
+  k.help = std::move(help);
+  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
+    const ContextValue v = parse_context_value(n, at, path, k.expected);
+    if (!(v.value > 0) || !std::isfinite(v.value))
+      fail(at, path, fmt::format("expected {}, got '{}'", k.expected, n.Scalar()));
+    access(c) = v;
+  };
+  k.get = [=](const RunConfig& c) {
+    return format_double(access(const_cast<RunConfig&>(c)).resolve(c.train.context));
+  };
+  return k;
+}
+
+template <class Access>
+KeySpec choice_key(std::string path, Access access, std::function<std::vector<std::string>()> allowed,
+                   std::string help, bool affects_results = true, bool allow_empty = false) {
+  KeySpec k;
+  k.path = path;
+  k.expected = fmt::format("one of: {}", fmt::join(allowed(), ", "));
+  k.help = std::move(help);
+  k.affects_results = affects_results;
+  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
+    if (allow_empty && n.IsNull()) {
+      access(c).clear();
+      return;
+    }
+    const auto names = allowed();
+    const std::string expected = fmt::format("one of: {}", fmt::join(names, ", "));
+    const std::string& s = require_scalar(n, at, path, expected).Scalar();
+    if (allow_empty && s.empty()) {
+      access(c).clear();
+      return;
+    }
+    if (std::find(names.begin(), names.end(), s) == names.end())
+      fail(at, path, fmt::format("'{}' is not valid; expected {}", s, expected));
+    access(c) = s;
+  };
+  k.get = [=](const RunConfig& c) {
+    const std::string& s = access(const_cast<RunConfig&>(c));
+    return s.empty() ? std::string("''") : s;
+  };
+  return k;
+}
+
+template <class Access>
+KeySpec string_key(std::string path, Access access, std::string help, bool affects_results = true) {
+  KeySpec k;
+  k.path = path;
+  k.expected = "a non-empty string";
+  k.help = std::move(help);
+  k.affects_results = affects_results;
+  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
+    const std::string& s = require_scalar(n, at, path, k.expected).Scalar();
+    if (s.empty()) fail(at, path, "expected a non-empty string");
+    access(c) = s;
+  };
+  k.get = [=](const RunConfig& c) { return fmt::format("'{}'", access(const_cast<RunConfig&>(c))); };
+  return k;
+}
+
+std::vector<KeySpec> build_schema() {
+  std::vector<KeySpec> s;
+  // Identity and data.
+  s.push_back(string_key("name", [](auto& c) -> auto& { return c.name; },
+                         "run label; results go to <run.out_dir>/<name>/", false));
+  s.push_back(string_key("data.corpus", [](auto& c) -> auto& { return c.data.corpus; },
+                         "'sotu' (the default corpus under data.data_dir) or a directory of .txt "
+                         "files or .bin token shards"));
+  s.push_back(string_key("data.data_dir", [](auto& c) -> auto& { return c.data.data_dir; },
+                         "where fetched corpora and tokenizer caches live", false));
+  s.push_back(real_key("data.val_fraction", [](auto& c) -> auto& { return c.data.val_fraction; },
+                       0.0, 0.9, true, "fraction of documents held out for validation"));
+  s.push_back(choice_key("data.tokenizer", [](auto& c) -> auto& { return c.data.tokenizer; },
+                         tokenizer_names, "byte-level (vocab 256) or SentencePiece BPE"));
+  s.push_back(integer_key("data.vocab_size", [](auto& c) -> auto& { return c.data.vocab_size; }, 2,
+                          1 << 20, "SentencePiece vocabulary size (byte: always 256)"));
+  // Model.
+  s.push_back(integer_key("model.layers", [](auto& c) -> auto& { return c.model.layers; }, 1, 256,
+                          "transformer blocks"));
+  s.push_back(integer_key("model.d_model", [](auto& c) -> auto& { return c.model.d_model; }, 1,
+                          65536, "residual width"));
+  s.push_back(integer_key("model.heads", [](auto& c) -> auto& { return c.model.heads; }, 1, 1024,
+                          "attention heads"));
+  s.push_back(integer_key("model.head_dim", [](auto& c) -> auto& { return c.model.head_dim; }, 0,
+                          1024, "dimension per head (even for RoPE-family encodings); "
+                          "0: d_model / heads"));
+  s.push_back(real_key("model.mlp_ratio", [](auto& c) -> auto& { return c.model.mlp_ratio; }, 0.0,
+                       64.0, true, "MLP hidden width / d_model"));
+  // Attention.
+  s.push_back(choice_key("attention.method", [](auto& c) -> auto& { return c.attention.method; },
+                         method_names, "a preset: positional encoding × logit transform"));
+  s.push_back(choice_key("attention.positional",
+                         [](auto& c) -> auto& { return c.attention.positional; }, positional_names,
+                         "override the preset's positional encoding", true, true));
+  s.push_back(choice_key("attention.transform",
+                         [](auto& c) -> auto& { return c.attention.transform; }, transform_names,
+                         "override the preset's logit transform", true, true));
+  s.push_back(context_value_key("attention.tau", [](auto& c) -> auto& { return c.attention.tau; },
+                                "scale-invariant τ (paper: 10 at L = 4096, i.e. about L/400)"));
+  s.push_back(context_value_key("attention.rope_base",
+                                [](auto& c) -> auto& { return c.attention.rope_base; },
+                                "RoPE base (rope, ntk, yarn, truncated p-rope)"));
+  s.push_back(context_value_key("attention.p_rope_base",
+                                [](auto& c) -> auto& { return c.attention.p_rope_base; },
+                                "respread p-RoPE: longest wavelength / 2π (paper: 1024 = L/4)"));
+  {
+    KeySpec k;
+    k.path = "attention.p_rope_fraction";
+    k.expected = "'auto' or a number in [0, 1]";
+    k.help = "fraction of frequency pairs p-RoPE rotates (auto: respread 0.5, truncate 0.75)";
+    k.set = [path = k.path, expected = k.expected](RunConfig& c, const YAML::Node& n,
+                                                   const Location& at) {
+      if (n.IsScalar() && n.Scalar() == "auto") {
+        c.attention.p_rope_fraction = -1.0;
+        return;
+      }
+      const double v = parse_double(n, at, path, expected);
+      if (v < 0 || v > 1) fail(at, path, fmt::format("expected {}, got {}", expected, n.Scalar()));
+      c.attention.p_rope_fraction = v;
+    };
+    k.get = [](const RunConfig& c) {
+      const double f = c.attention.p_rope_fraction;
+      return format_double(f >= 0 ? f : (c.attention.p_rope_variant == "truncate" ? 0.75 : 0.5));
+    };
+    s.push_back(std::move(k));
+  }
+  s.push_back(choice_key("attention.p_rope_variant",
+                         [](auto& c) -> auto& { return c.attention.p_rope_variant; },
+                         [] { return std::vector<std::string>{"respread", "truncate"}; },
+                         "respread (modded-nanogpt, the paper's) or truncate (Barbero et al.)"));
+  s.push_back(real_key("attention.score_scale",
+                       [](auto& c) -> auto& { return c.attention.score_scale; }, 0.0, 1e6, false,
+                       "s = score_scale · q·k; 0 means 1/sqrt(head_dim)"));
+  s.push_back(choice_key("attention.kernel", [](auto& c) -> auto& { return c.attention.kernel; },
+                         [] { return std::vector<std::string>{"reference", "fused", "cuda"}; },
+                         "attention kernel (same maths; fused is memory-efficient)", false));
+  // Training.
+  s.push_back(integer_key("train.context", [](auto& c) -> auto& { return c.train.context; }, 1,
+                          1 << 20, "training context L"));
+  s.push_back(integer_key("train.batch_size", [](auto& c) -> auto& { return c.train.batch_size; },
+                          1, 1 << 20, "sequences per optimiser step"));
+  s.push_back(integer_key("train.grad_accum", [](auto& c) -> auto& { return c.train.grad_accum; },
+                          1, 4096, "micro-batches per step (divides batch_size)"));
+  s.push_back(integer_key("train.steps", [](auto& c) -> auto& { return c.train.steps; }, 1,
+                          int64_t(1) << 40, "optimiser steps"));
+  s.push_back(integer_key("train.seed", [](auto& c) -> auto& { return c.train.seed; }, 0,
+                          std::numeric_limits<int64_t>::max(), "initialisation and data order"));
+  s.push_back(real_key("train.grad_clip", [](auto& c) -> auto& { return c.train.grad_clip; }, 0.0,
+                       1e9, false, "clip the global gradient norm; 0: off"));
+  // Optimiser and schedule.
+  s.push_back(choice_key("optim.name", [](auto& c) -> auto& { return c.optim.name; },
+                         optimizer_names, "Muon for hidden matrices + Adam, or AdamW for all"));
+  s.push_back(real_key("optim.lr_hidden", [](auto& c) -> auto& { return c.optim.lr_hidden; }, 0.0,
+                       100.0, true, "learning rate of the 2-D hidden weights"));
+  s.push_back(real_key("optim.lr_embed", [](auto& c) -> auto& { return c.optim.lr_embed; }, 0.0,
+                       100.0, false, "learning rate of the token embedding"));
+  s.push_back(real_key("optim.lr_head", [](auto& c) -> auto& { return c.optim.lr_head; }, 0.0,
+                       100.0, false, "learning rate of the output head"));
+  s.push_back(real_key("optim.lr_scalar", [](auto& c) -> auto& { return c.optim.lr_scalar; }, 0.0,
+                       100.0, false, "learning rate of norms and learned scalars"));
+  s.push_back(real_key("optim.beta1", [](auto& c) -> auto& { return c.optim.beta1; }, 0.0, 1.0,
+                       false, "Adam β1"));
+  s.push_back(real_key("optim.beta2", [](auto& c) -> auto& { return c.optim.beta2; }, 0.0, 1.0,
+                       false, "Adam β2"));
+  s.push_back(real_key("optim.weight_decay",
+                       [](auto& c) -> auto& { return c.optim.weight_decay; }, 0.0, 10.0, false,
+                       "decoupled weight decay"));
+  s.push_back(real_key("optim.momentum", [](auto& c) -> auto& { return c.optim.momentum; }, 0.0,
+                       1.0, false, "Muon momentum (Nesterov)"));
+  s.push_back(choice_key("schedule.kind", [](auto& c) -> auto& { return c.schedule.kind; },
+                         schedule_names, "learning-rate schedule"));
+  s.push_back(integer_key("schedule.warmup_steps",
+                          [](auto& c) -> auto& { return c.schedule.warmup_steps; }, 0,
+                          int64_t(1) << 40, "linear warmup steps"));
+  s.push_back(real_key("schedule.cooldown_fraction",
+                       [](auto& c) -> auto& { return c.schedule.cooldown_fraction; }, 0.0, 1.0,
+                       false, "final fraction of steps with a linear cooldown to 0"));
+  // Evaluation.
+  s.push_back(integer_key("eval.every", [](auto& c) -> auto& { return c.eval.every; }, 0,
+                          int64_t(1) << 40, "steps between validations; 0: only at the end"));
+  {
+    KeySpec k;
+    k.path = "eval.contexts";
+    k.expected = "a non-empty list of contexts, each an integer or a multiple of L (L, 4L, 16L)";
+    k.help = "validation contexts (zero-shot beyond the training context)";
+    k.set = [path = k.path, expected = k.expected](RunConfig& c, const YAML::Node& n,
+                                                   const Location& at) {
+      if (!n.IsSequence() || n.size() == 0)
+        fail(at, path, fmt::format("expected {}, got {}", expected, describe(n)));
+      std::vector<ContextValue> out;
+      for (const auto& item : n) {
+        const Location item_at = Location::of(at.source, item);
+        const ContextValue v = parse_context_value(item, item_at, path, expected);
+        if (!v.relative && (v.value < 1 || v.value != std::floor(v.value)))
+          fail(item_at, path, fmt::format("expected {}, got '{}'", expected, item.Scalar()));
+        if (!(v.value > 0)) fail(item_at, path, fmt::format("expected {}, got '{}'", expected, item.Scalar()));
+        out.push_back(v);
+      }
+      c.eval.contexts = std::move(out);
+    };
+    k.get = [](const RunConfig& c) { return fmt::format("[{}]", fmt::join(c.eval_contexts(), ", ")); };
+    s.push_back(std::move(k));
+  }
+  s.push_back(integer_key("eval.windows", [](auto& c) -> auto& { return c.eval.windows; }, 1,
+                          1 << 20, "validation windows per context"));
+  s.push_back(integer_key("eval.batch_size", [](auto& c) -> auto& { return c.eval.batch_size; },
+                          1, 1 << 16, "windows per validation forward pass", false));
+  s.push_back(integer_key("eval.position_buckets",
+                          [](auto& c) -> auto& { return c.eval.position_buckets; }, 1, 4096,
+                          "buckets of the per-position validation loss"));
+  s.push_back(integer_key("eval.seed", [](auto& c) -> auto& { return c.eval.seed; }, 0,
+                          std::numeric_limits<int64_t>::max(),
+                          "placement of validation windows (keep equal across compared runs)"));
+  // Running (never part of the run id).
+  s.push_back(string_key("run.out_dir", [](auto& c) -> auto& { return c.run.out_dir; },
+                         "results root", false));
+  s.push_back(integer_key("run.threads", [](auto& c) -> auto& { return c.run.threads; }, 0, 4096,
+                          "CPU threads; 0: all cores", false));
+  s.push_back(integer_key("run.log_every", [](auto& c) -> auto& { return c.run.log_every; }, 1,
+                          int64_t(1) << 40, "steps between log lines off a terminal", false));
+  s.push_back(integer_key("run.checkpoint_every",
+                          [](auto& c) -> auto& { return c.run.checkpoint_every; }, 0,
+                          int64_t(1) << 40, "steps between checkpoints; 0: only at the end",
+                          false));
+  s.push_back(choice_key("run.device", [](auto& c) -> auto& { return c.run.device; },
+                         [] { return std::vector<std::string>{"cpu", "cuda"}; },
+                         "where to train (cuda needs a LibTorch built with CUDA)", false));
+  return s;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string last_component(const std::string& path) {
+  const auto dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+[[noreturn]] void unknown_key(const Location& at, const std::string& path) {
+  std::string msg = fmt::format("{}: unknown key '{}'", at.str(), path);
+  const auto close = did_you_mean(path);
+  if (!close.empty()) msg += fmt::format(" — did you mean '{}'?", close.front());
+  // List the valid keys of the section the user was in (or the sections at the top).
+  const auto dot = path.rfind('.');
+  const std::string section = dot == std::string::npos ? "" : path.substr(0, dot + 1);
+  std::vector<std::string> siblings;
+  std::set<std::string> seen;
+  for (const auto& k : schema()) {
+    if (k.path.compare(0, section.size(), section) != 0) continue;
+    std::string rest = k.path.substr(section.size());
+    rest = rest.substr(0, rest.find('.'));
+    if (seen.insert(rest).second) siblings.push_back(rest);
+  }
+  if (siblings.empty())
+    msg += fmt::format(" (no section '{}')", section.substr(0, section.size() - 1));
+  else
+    msg += fmt::format("; valid keys{}: {}",
+                       section.empty() ? "" : fmt::format(" in '{}'", section.substr(0, section.size() - 1)),
+                       fmt::join(siblings, ", "));
+  throw InputError(msg);
+}
+
+bool is_section(const std::string& prefix) {
+  for (const auto& k : schema())
+    if (k.path.size() > prefix.size() && k.path.compare(0, prefix.size(), prefix) == 0 &&
+        k.path[prefix.size()] == '.')
+      return true;
+  return false;
+}
+
+void apply_mapping(LoadedConfig& loaded, const YAML::Node& map, const std::string& prefix,
+                   const std::string& source) {
+  std::set<std::string> seen;
+  for (const auto& kv : map) {
+    const Location at = Location::of(source, kv.first);
+    if (!kv.first.IsScalar()) throw InputError(fmt::format("{}: keys must be plain names", at.str()));
+    const std::string name = kv.first.Scalar();
+    const std::string path = prefix.empty() ? name : prefix + "." + name;
+    if (!seen.insert(name).second) throw InputError(fmt::format("{}: duplicate key '{}'", at.str(), path));
+    if (const KeySpec* spec = find_key(path)) {
+      spec->set(loaded.config, kv.second, Location::of(source, kv.second));
+      loaded.where[path] = Location::of(source, kv.second);
+    } else if (is_section(path)) {
+      if (!kv.second.IsMap())
+        throw InputError(fmt::format("{}: {}: expected a mapping (a section of keys), got {}",
+                                     Location::of(source, kv.second).str(), path, describe(kv.second)));
+      apply_mapping(loaded, kv.second, path, source);
+    } else {
+      unknown_key(at, path);
+    }
+  }
+}
+
+}  // namespace
+
+std::string ContextValue::text() const {
+  if (!relative) return format_double(value);
+  if (value == 1) return "L";
+  if (value >= 1 && value == std::floor(value)) return fmt::format("{}L", value);
+  const double inv = 1.0 / value;
+  if (std::fabs(inv - std::round(inv)) < 1e-9) return fmt::format("L/{}", std::round(inv));
+  return fmt::format("{}L", value);
+}
+
+std::vector<int64_t> RunConfig::eval_contexts() const {
+  std::vector<int64_t> out;
+  for (const auto& c : eval.contexts) out.push_back(std::llround(c.resolve(train.context)));
+  return out;
+}
+
+std::string Location::str() const {
+  if (line <= 0) return source;
+  return fmt::format("{}:{}:{}", source, line, column);
+}
+
+Location Location::of(const std::string& source, const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  if (m.line < 0) return {source, 0, 0};
+  return {source, m.line + 1, m.column + 1};
+}
+
+Location LoadedConfig::location_of(const std::string& key) const {
+  const auto it = where.find(key);
+  return it != where.end() ? it->second : Location{source, 0, 0};
+}
+
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> keys = build_schema();
+  return keys;
+}
+
+const KeySpec* find_key(const std::string& path) {
+  for (const auto& k : schema())
+    if (k.path == path) return &k;
+  return nullptr;
+}
+
+std::vector<std::string> did_you_mean(const std::string& path) {
+  std::vector<std::pair<size_t, std::string>> scored;
+  const std::string leaf = last_component(path);
+  for (const auto& k : schema()) {
+    // A misspelt leaf in the right section, or a right leaf in the wrong section.
+    const size_t full = edit_distance(path, k.path);
+    const size_t by_leaf = edit_distance(leaf, last_component(k.path)) + (leaf == path ? 0 : 1);
+    const size_t d = std::min(full, by_leaf);
+    const size_t limit = std::max<size_t>(2, leaf.size() / 3);
+    if (d <= limit) scored.emplace_back(d, k.path);
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (auto& s : scored) out.push_back(std::move(s.second));
+  return out;
+}
+
+void apply_yaml(LoadedConfig& loaded, const YAML::Node& root, const std::string& source) {
+  if (!root.IsDefined() || root.IsNull()) return;  // an empty file: all defaults
+  if (!root.IsMap())
+    throw InputError(fmt::format("{}: expected a mapping of config keys at the top level, got {}",
+                                 Location::of(source, root).str(), describe(root)));
+  apply_mapping(loaded, root, "", source);
+}
+
+void apply_override(LoadedConfig& loaded, const std::string& key, const YAML::Node& value,
+                    const Location& at) {
+  const KeySpec* spec = find_key(key);
+  if (!spec) unknown_key(at, key);
+  spec->set(loaded.config, value, at);
+  loaded.where[key] = at;
+}
+
+void resolve_and_validate(LoadedConfig& loaded) {
+  RunConfig& c = loaded.config;
+  auto fail_at = [&](const std::string& key, const std::string& what) {
+    fail(loaded.location_of(key), key, what);
+  };
+  if (c.train.batch_size % c.train.grad_accum != 0)
+    fail_at("train.grad_accum", fmt::format("must divide train.batch_size ({}), got {}",
+                                            c.train.batch_size, c.train.grad_accum));
+  if (c.data.tokenizer == "byte" && loaded.where.count("data.vocab_size") && c.data.vocab_size != 256)
+    fail_at("data.vocab_size", "the byte tokenizer has a vocabulary of 256; set data.tokenizer: "
+                               "sentencepiece to choose a size");
+  for (size_t i = 0; i < c.eval.contexts.size(); ++i) {
+    const double t = c.eval.contexts[i].resolve(c.train.context);
+    if (t < 1 || std::fabs(t - std::round(t)) > 1e-9)
+      fail_at("eval.contexts", fmt::format("context '{}' resolves to {} at L = {}, not a whole "
+                                           "number of tokens",
+                                           c.eval.contexts[i].text(), t, c.train.context));
+  }
+  if (c.schedule.warmup_steps >= c.train.steps && c.schedule.warmup_steps > 0)
+    fail_at("schedule.warmup_steps", fmt::format("must be below train.steps ({}), got {}",
+                                                 c.train.steps, c.schedule.warmup_steps));
+  if (c.model.head_dim == 0) {  // the GPT-2 convention: heads × head_dim = d_model
+    if (c.model.d_model % c.model.heads != 0)
+      fail_at(loaded.where.count("model.heads") ? "model.heads" : "model.d_model",
+              fmt::format("model.d_model ({}) is not divisible by model.heads ({}); change one, or "
+                          "set model.head_dim explicitly",
+                          c.model.d_model, c.model.heads));
+    c.model.head_dim = c.model.d_model / c.model.heads;
+  }
+  try {
+    check_engine_options(c);
+  } catch (const std::invalid_argument& e) {
+    fail_at("attention.method", e.what());
+  }
+}
+
+LoadedConfig load_run_config_text(const std::string& yaml_text, const std::string& source,
+                                  const std::string& name) {
+  LoadedConfig loaded;
+  loaded.source = source;
+  loaded.text = yaml_text;
+  if (!name.empty()) loaded.config.name = name;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", source, e.mark.line + 1,
+                                 e.mark.column + 1, e.msg));
+  }
+  apply_yaml(loaded, root, source);
+  resolve_and_validate(loaded);
+  return loaded;
+}
+
+LoadedConfig load_run_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    const bool exists = std::filesystem::exists(path);
+    throw InputError(fmt::format("{}: {}", path, exists ? "cannot read the config file"
+                                                        : "config file not found"));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return load_run_config_text(text.str(), path, std::filesystem::path(path).stem().string());
+}
+
+std::string canonical_text(const RunConfig& config, bool results_only) {
+  std::string out;
+  for (const auto& k : schema()) {
+    if (results_only && !k.affects_results) continue;
+    out += fmt::format("{}: {}\n", k.path, k.get(config));
+  }
+  return out;
+}
+
+std::string config_hash(const RunConfig& config) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+  for (const unsigned char ch : canonical_text(config, true)) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+std::string schema_reference() {
+  std::string out;
+  RunConfig defaults;
+  for (const auto& k : schema()) {
+    out += fmt::format("{:<28} {}{}\n{:<28}   expected {}; default {}\n", k.path, k.help,
+                       k.affects_results ? "" : " [not part of the run id]", "", k.expected,
+                       k.get(defaults));
+  }
+  return out;
+}
+
+}  // namespace harness::config

@@ -1,0 +1,74 @@
+// The config schema: every key a run config may hold, as data. One table drives loading and
+// validation (with file:line:column errors and did-you-mean), the canonical form and run hash,
+// sweep overrides, and `harness config keys`.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/config/run_config.h"
+
+namespace harness::config {
+
+// Where a value came from, for error messages.
+struct Location {
+  std::string source;  // file path (or "<string>")
+  int line = 0;        // 1-based; 0 if unknown
+  int column = 0;
+  std::string str() const;  // "file:line:column"
+  static Location of(const std::string& source, const YAML::Node& node);
+};
+
+struct KeySpec {
+  std::string path;           // "model.d_model"
+  std::string expected;       // "an integer in [1, 65536]", "one of: rope, alibi, ..."
+  std::string help;
+  bool affects_results = true;  // part of the canonical form / run id
+  std::function<void(RunConfig&, const YAML::Node&, const Location&)> set;  // parse + check
+  std::function<std::string(const RunConfig&)> get;  // canonical text of the resolved value
+};
+
+const std::vector<KeySpec>& schema();
+const KeySpec* find_key(const std::string& path);
+
+// Closest valid key paths to `path` (edit distance), best first; empty when nothing is close.
+std::vector<std::string> did_you_mean(const std::string& path);
+
+// A config plus where each key was set (for errors found after loading).
+struct LoadedConfig {
+  RunConfig config;
+  std::string source;                       // file the config came from
+  std::string text;                         // its YAML text as written
+  std::map<std::string, Location> where;    // key path -> where it was set
+  Location location_of(const std::string& key) const;
+};
+
+// Parse a YAML document into `loaded` on top of its current values. Throws InputError naming
+// file:line:column and the key on any unknown key, wrong type or out-of-range value.
+void apply_yaml(LoadedConfig& loaded, const YAML::Node& root, const std::string& source);
+// One dotted-key override (sweeps): `attention.tau` ← node.
+void apply_override(LoadedConfig& loaded, const std::string& key, const YAML::Node& value,
+                    const Location& at);
+// Cross-key checks (sizes, contexts, the attention method) and derived defaults (head_dim);
+// errors point at the key's location. Loaders call it; sweeps call it after overrides.
+void resolve_and_validate(LoadedConfig& loaded);
+
+// `name` (when non-empty) is the run name unless the YAML sets one.
+LoadedConfig load_run_config_text(const std::string& yaml_text, const std::string& source,
+                                  const std::string& name = "");
+LoadedConfig load_run_config(const std::string& path);  // name defaults to the file's stem
+
+// All keys in schema order as a flat "key: value" YAML, relative values resolved.
+// results_only: only the keys that change results (the run's identity).
+std::string canonical_text(const RunConfig& config, bool results_only);
+// 16 hex digits (FNV-1a 64 of the results-only canonical text): equal configs, equal ids, on any
+// machine and whatever the key order in the file.
+std::string config_hash(const RunConfig& config);
+
+std::string schema_reference();  // `harness config keys`
+
+}  // namespace harness::config

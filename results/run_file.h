@@ -1,0 +1,61 @@
+// A run's results: an in-memory record, published as one HDF5 file (results/<run>/run.h5).
+//
+// Layout (plain datasets, readable with h5py without this code):
+//   /                 attrs: format_version
+//   /config           attrs: yaml (as written), canonical (resolved keys), hash, git_revision,
+//                            libtorch_version, threads, device, name
+//   /status           attrs: state (running | done | failed | interrupted), reason, step
+//   /train/{step, tokens, loss, lr, grad_norm, seconds}            (N,)  one row per step
+//   /eval/<T>/{step, loss}                                          (E,)  T = context in tokens
+//   /eval/<T>/position_loss                                         (E, buckets)
+//   /eval/<T>/score_std                                             (E, layers)
+// Every dataset is chunked with unlimited max size; each has a `units` attribute.
+//
+// Publishing writes a temporary file and renames it over run.h5, so a crash or kill at any moment
+// leaves the previous complete file: results already written are never corrupted.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace results {
+
+struct TrainRows {
+  std::vector<int64_t> step, tokens;
+  std::vector<double> loss, lr, grad_norm, seconds;
+  size_t size() const { return step.size(); }
+};
+
+struct EvalRows {
+  std::vector<int64_t> step;
+  std::vector<double> loss;                        // mean nats per token over the windows
+  std::vector<std::vector<double>> position_loss;  // per bucket of positions within the window
+  std::vector<std::vector<double>> score_std;      // per layer: std of raw scores s = scale·q·k
+  size_t size() const { return step.size(); }
+};
+
+enum class RunState { kRunning, kDone, kFailed, kInterrupted };
+const char* to_string(RunState s);
+RunState run_state_from_string(const std::string& s);  // throws std::invalid_argument
+
+struct RunRecord {
+  std::map<std::string, std::string> config;  // /config string attributes
+  int64_t threads = 0;
+  TrainRows train;
+  std::map<int64_t, EvalRows> eval;            // by context length T
+  RunState state = RunState::kRunning;
+  std::string reason;
+  int64_t status_step = 0;
+
+  // Forget every row logged after `step` (resuming from a checkpoint taken at `step`).
+  void truncate_after(int64_t step);
+};
+
+// Atomically replaces `path` with the record (temporary file + fsync + rename).
+void publish(const RunRecord& record, const std::string& path);
+// Reads a run file written by publish (or any file of the same layout). Throws std::runtime_error.
+RunRecord read_run_file(const std::string& path);
+
+}  // namespace results
