@@ -2,11 +2,16 @@
 // from options, and the causal attention module the models call.
 #pragma once
 
+#include "attention/method.h"
+#include "attention/score_mod.h"
+
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace attention {
@@ -32,21 +37,51 @@ struct MethodOptions {
 std::vector<std::string> preset_names();
 
 // Causal self-attention for one layer, after the q/k/v projections (and QK-norm).
+// Throws std::invalid_argument from the constructor for impossible options, and from forward for
+// shapes that do not match (heads, head_dim) or T outside [1, kMaxContext].
 struct CausalAttentionImpl : torch::nn::Module {
   explicit CausalAttentionImpl(MethodOptions options);
 
   // q, k, v: (B, H, T, D) → (B, H, T, D). T may exceed the training context (zero-shot eval).
+  // Applies the rotation for this T, builds the ScoreMod for this T, runs options.kernel.
   torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 
+  // As forward, plus the per-query log-normaliser LSE_i = log Σ_{j≤i} exp(logit_ij) (B, H, T)
+  // (kernels reference and fused; never materialises T×T with fused).
+  std::tuple<torch::Tensor, torch::Tensor> forward_with_lse(const torch::Tensor& q,
+                                                            const torch::Tensor& k,
+                                                            const torch::Tensor& v);
+
   const MethodOptions& options() const { return options_; }
+  const Method& method() const { return method_; }
+
+  // q, k (B, H, T, D) rotated for context T = q.size(2) (returned unchanged for non-rotary
+  // methods); differentiable.
+  std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q,
+                                                 const torch::Tensor& k) const;
+  // The score-mod at context T (per-head parameters not attached: see head_scale/alibi_slopes).
+  ScoreMod score_mod(int64_t T) const { return attention::score_mod(method_, T); }
+  // (H) learned LogN scale, registered as parameter "logn_scale" (init 1/ln L); undefined for
+  // other transforms.
+  torch::Tensor logn_scale;
+  // (H) ALiBi slopes (float64, CPU), undefined for other methods. Not a parameter or buffer.
+  const torch::Tensor& alibi_slopes() const { return alibi_slopes_; }
 
   // Standard deviation of the raw scores s = scale·q·k of the last forward pass (the theory
-  // assumes ~1); computed only while record_score_std is set.
+  // assumes ~1); computed only while record_score_std is set. q, k are the rotated ones the kernel
+  // sees, scale = score_scale (or 1/sqrt(D)) without YaRN's temperature. Estimated from a fixed
+  // sample of at most 4096 causal (i, j) pairs, uniform over the T(T+1)/2 pairs (all of them when
+  // there are no more than 4096), the same pairs for every batch row and head, pooled.
   bool record_score_std = false;
   double last_score_std = 0.0;
 
  private:
+  std::tuple<torch::Tensor, torch::Tensor> run(const torch::Tensor& q, const torch::Tensor& k,
+                                               const torch::Tensor& v, bool want_lse);
+
   MethodOptions options_;
+  Method method_;
+  torch::Tensor alibi_slopes_;
 };
 TORCH_MODULE(CausalAttention);
 

@@ -1,0 +1,722 @@
+// Blockwise causal attention on the CPU (FlashAttention-2 style), forward and backward.
+//
+// Layout of one call:
+//   1. Tables of the score-mod, built once (O(H·T)): per-query factor row[i] = scale·row_factor(i),
+//      and, indexed by e = (T−1) − t so that a tile row reads them with ascending addresses, the
+//      distance multiplier mult[e] and the per-head bias bias[h][e] (ALiBi included). Entries with
+//      t < 0 (above the diagonal) hold mult 0 and bias −inf: the causal mask costs nothing extra.
+//   2. Forward: tasks (b, h, query block); key blocks 0..diagonal with an online softmax.
+//   3. Backward: tasks (b, h, set of key blocks); for each key block, all query blocks at or below
+//      the diagonal: dV, dK accumulate in the task, dQ in a per-task (T × D) buffer (one per task
+//      set, summed when a head is split over several threads).
+// Tile matmuls are register-blocked loops over GCC vector types, compiled three times (AVX-512,
+// AVX2+FMA, baseline) and selected at run time.
+//
+// This file is compiled with -fopenmp (attention/CMakeLists.txt): LibTorch's at::parallel_for is
+// header-only for its OpenMP backend and silently runs serially in a TU built without it.
+#include "attention/fused_cpu.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi"  // vector types in always-inline helpers only
+#endif
+
+#define ATTN_INLINE inline __attribute__((always_inline))
+
+namespace attention {
+namespace {
+
+using torch::Tensor;
+
+// ---- SIMD building blocks ----------------------------------------------------------------------
+
+template <class T, int Bytes>
+struct Simd {
+  typedef T V __attribute__((vector_size(Bytes)));
+  static constexpr int W = Bytes / int(sizeof(T));
+  static ATTN_INLINE V load(const T* p) {
+    V v;
+    std::memcpy(&v, p, sizeof(V));
+    return v;
+  }
+  static ATTN_INLINE void store(T* p, const V& v) { std::memcpy(p, &v, sizeof(V)); }
+  static ATTN_INLINE V splat(T x) { return V{} + x; }
+  static ATTN_INLINE V max(V a, V b) { return a > b ? a : b; }
+  static ATTN_INLINE T hmax(V v) {
+    T m = v[0];
+    for (int l = 1; l < W; ++l) m = v[l] > m ? v[l] : m;
+    return m;
+  }
+  static ATTN_INLINE T hsum(V v) {
+    T s = v[0];
+    for (int l = 1; l < W; ++l) s += v[l];
+    return s;
+  }
+};
+
+// exp on a vector. float: Cephes-style range reduction + degree-6 polynomial (≤ 2 ulp), exactly 0
+// below the float range (masked logits are −inf). double: libm per lane (the float64 path exists
+// for gradient checks, not speed).
+template <class S>
+ATTN_INLINE typename S::V vexp(typename S::V x) {
+  using V = typename S::V;
+  if constexpr (std::is_same_v<decltype(x[0] + 0), float>) {
+    typedef int32_t IV __attribute__((vector_size(sizeof(V))));
+    const V hi = S::splat(88.3762626647949f), lo = S::splat(-87.3365478515625f);
+    V xc = x > hi ? hi : x;
+    xc = xc < lo ? lo : xc;
+    const V magic = S::splat(12582912.0f);  // 1.5·2^23: adding it rounds to the nearest integer
+    const V n = (xc * S::splat(1.44269504088896341f) + magic) - magic;
+    V r = xc - n * S::splat(0.693359375f);
+    r = r - n * S::splat(-2.12194440e-4f);
+    V p = S::splat(1.9875691500e-4f);
+    p = p * r + S::splat(1.3981999507e-3f);
+    p = p * r + S::splat(8.3334519073e-3f);
+    p = p * r + S::splat(4.1665795894e-2f);
+    p = p * r + S::splat(1.6666665459e-1f);
+    p = p * r + S::splat(5.0000001201e-1f);
+    p = p * (r * r) + r + S::splat(1.0f);
+    const IV bits = (__builtin_convertvector(n, IV) + 127) << 23;  // 2^n
+    const V y = p * (V)bits;
+    return x < lo ? S::splat(0.0f) : y;
+  } else {
+    for (int l = 0; l < S::W; ++l) x[l] = std::exp(x[l]);
+    return x;
+  }
+}
+
+// An instruction-set configuration: vector width and register tile (R rows × NV vectors).
+template <class T, int Bytes, int Rows, int Vecs>
+struct Isa {
+  using S = Simd<T, Bytes>;
+  using V = typename S::V;
+  static constexpr int W = S::W, R = Rows, NV = Vecs;
+};
+
+// ---- tile matmul -------------------------------------------------------------------------------
+// C (m × n) = or += A·B, with A(r, p) = A[r·ars + p·acs] (so Aᵀ is just swapped strides), B (k × n)
+// row-major with leading dimension ldb, C row-major ldc; n a multiple of the vector width W.
+
+template <class I, bool Acc, int R, int NV, class T>
+ATTN_INLINE void micro_kernel(int64_t k, const T* A, int64_t ars, int64_t acs, const T* B,
+                              int64_t ldb, T* C, int64_t ldc) {
+  using S = typename I::S;
+  using V = typename I::V;
+  constexpr int W = I::W;
+  V acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = Acc ? S::load(C + r * ldc + v * W) : V{};
+  for (int64_t p = 0; p < k; ++p) {
+    V b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = S::load(B + p * ldb + v * W);
+    for (int r = 0; r < R; ++r) {
+      const V a = S::splat(A[r * ars + p * acs]);
+      for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) S::store(C + r * ldc + v * W, acc[r][v]);
+}
+
+template <class I, bool Acc, int R, class T>
+ATTN_INLINE void gemm_rows(int64_t nvec, int64_t k, const T* A, int64_t ars, int64_t acs,
+                           const T* B, int64_t ldb, T* C, int64_t ldc) {
+  constexpr int W = I::W, NV = I::NV;
+  int64_t v = 0;
+  for (; v + NV <= nvec; v += NV)
+    micro_kernel<I, Acc, R, NV>(k, A, ars, acs, B + v * W, ldb, C + v * W, ldc);
+  const int64_t rest = nvec - v;
+  B += v * W;
+  C += v * W;
+  if constexpr (NV > 1)
+    if (rest == 1) micro_kernel<I, Acc, R, 1>(k, A, ars, acs, B, ldb, C, ldc);
+  if constexpr (NV > 2)
+    if (rest == 2) micro_kernel<I, Acc, R, 2>(k, A, ars, acs, B, ldb, C, ldc);
+  if constexpr (NV > 3)
+    if (rest == 3) micro_kernel<I, Acc, R, 3>(k, A, ars, acs, B, ldb, C, ldc);
+}
+
+template <class I, bool Acc, class T>
+ATTN_INLINE void gemm(int64_t m, int64_t n, int64_t k, const T* A, int64_t ars, int64_t acs,
+                      const T* B, int64_t ldb, T* C, int64_t ldc) {
+  const int64_t nvec = n / I::W;
+  int64_t i = 0;
+  for (; i + I::R <= m; i += I::R)
+    gemm_rows<I, Acc, I::R>(nvec, k, A + i * ars, ars, acs, B, ldb, C + i * ldc, ldc);
+  for (; i < m; ++i) gemm_rows<I, Acc, 1>(nvec, k, A + i * ars, ars, acs, B, ldb, C + i * ldc, ldc);
+}
+
+// ---- problem description -----------------------------------------------------------------------
+
+constexpr int64_t kPadBytes = 64;  // D and key tiles padded to 64 bytes: a multiple of every W
+
+template <class T>
+struct Problem {
+  const T* q;  // (B, H, T, D) contiguous
+  const T* k;
+  const T* v;
+  int64_t B, H, n_ctx, D;  // n_ctx: the context length T
+  int64_t Dp;      // D rounded up to 64 bytes
+  int64_t Bq, Bk;  // tile sizes (Bk a multiple of 64 bytes)
+  const T* row;    // (T)   scale · row_factor(i)
+  const T* head;   // (H)   head scale
+  const T* mult;   // (Tt)  distance multiplier at e = (T−1) − t
+  const T* bias;   // (Hb, Tt) distance bias (ALiBi and the causal mask included)
+  int64_t bias_stride;  // Tt, or 0 when every head shares one bias row
+};
+
+template <class T>
+struct ForwardOut {
+  T* out;  // (B, H, T, D)
+  T* lse;  // (B, H, T)
+};
+
+template <class T>
+struct BackwardIO {
+  const T* out;   // (B, H, T, D)
+  const T* dout;  // (B, H, T, D)
+  const T* lse;   // (B, H, T)
+  const T* delta; // (B, H, T): rowsum(dO ∘ O) − dLSE
+  T* dq_parts;    // (C, B, H, T, D)
+  T* dk;          // (B, H, T, D)
+  T* dv;          // (B, H, T, D)
+  double* dhead;  // (B·H·C) partial sums of d loss / d head_scale, or null
+  int64_t C;      // key-block sets per head
+};
+
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Query block of task w ∈ [0, nq): zig-zag order (0, n−1, 1, n−2, …) so that every contiguous
+// run of tasks, which is what at::parallel_for hands a thread, mixes cheap and costly blocks.
+inline int64_t zigzag(int64_t w, int64_t n) { return (w % 2 == 0) ? w / 2 : n - 1 - w / 2; }
+
+// rows [0, n) of src (row stride D) → dst (rows × Dp), zero elsewhere.
+template <class T>
+ATTN_INLINE void pack_rows(const T* src, int64_t n, int64_t D, T* dst, int64_t rows, int64_t Dp) {
+  for (int64_t r = 0; r < rows; ++r) {
+    T* d = dst + r * Dp;
+    if (r < n) {
+      std::memcpy(d, src + r * D, sizeof(T) * D);
+      std::fill(d + D, d + Dp, T(0));
+    } else {
+      std::fill(d, d + Dp, T(0));
+    }
+  }
+}
+
+// rows [0, n) of src (row stride D), transposed → dst (Dp × cols, leading dimension ld), zero
+// elsewhere.
+template <class T>
+ATTN_INLINE void pack_transposed(const T* src, int64_t n, int64_t D, T* dst, int64_t cols,
+                                 int64_t Dp, int64_t ld) {
+  for (int64_t d = 0; d < Dp; ++d) std::fill(dst + d * ld, dst + d * ld + cols, T(0));
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t d = 0; d < D; ++d) dst[d * ld + c] = src[c * D + d];
+}
+
+// ---- forward -----------------------------------------------------------------------------------
+
+// One tile row: logits in place, then the online-softmax update of (m_run, l_run, o).
+template <class I, class T>
+ATTN_INLINE void online_softmax_row(T* s, int64_t nc, T rc, const T* mu, const T* bi, T& m_run,
+                                    T& l_run, T* o, int64_t Dp) {
+  using S = typename I::S;
+  using V = typename I::V;
+  constexpr int W = I::W;
+  const V vrc = S::splat(rc);
+  V vmax = S::splat(-std::numeric_limits<T>::infinity());
+  for (int64_t c = 0; c < nc; c += W) {
+    const V x = vrc * S::load(mu + c) * S::load(s + c) + S::load(bi + c);
+    S::store(s + c, x);
+    vmax = S::max(vmax, x);
+  }
+  const T m_new = std::max(m_run, S::hmax(vmax));
+  if (m_new == -std::numeric_limits<T>::infinity()) {  // nothing visible yet in this row
+    std::fill(s, s + nc, T(0));
+    return;
+  }
+  const V vm = S::splat(m_new);
+  V vsum = V{};
+  for (int64_t c = 0; c < nc; c += W) {
+    const V p = vexp<S>(S::load(s + c) - vm);
+    S::store(s + c, p);
+    vsum += p;
+  }
+  const T alpha = std::exp(m_run - m_new);  // 0 on the first tile (m_run = −inf)
+  l_run = l_run * alpha + S::hsum(vsum);
+  if (alpha != T(1)) {
+    const V va = S::splat(alpha);
+    for (int64_t d = 0; d < Dp; d += W) S::store(o + d, S::load(o + d) * va);
+  }
+  m_run = m_new;
+}
+
+template <class I, class T>
+ATTN_INLINE void forward_range(const Problem<T>& P, const ForwardOut<T>& F, int64_t begin,
+                               int64_t end) {
+  const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Bq = P.Bq, Bk = P.Bk;
+  const int64_t nq = (T_ + Bq - 1) / Bq;
+  std::vector<T> qt(Bq * Dp), kt(Dp * Bk), vt(Bk * Dp), s(Bq * Bk), o(Bq * Dp);
+  std::vector<T> m_run(Bq), l_run(Bq), rc(Bq);
+  for (int64_t w = begin; w < end; ++w) {
+    const int64_t bh = w / nq, h = bh % P.H;
+    const int64_t i0 = zigzag(w % nq, nq) * Bq, m = std::min(Bq, T_ - i0);
+    const T* qh = P.q + bh * T_ * D;
+    const T* kh = P.k + bh * T_ * D;
+    const T* vh = P.v + bh * T_ * D;
+    const T* bias_h = P.bias + h * P.bias_stride;
+    pack_rows(qh + i0 * D, m, D, qt.data(), m, Dp);
+    for (int64_t r = 0; r < m; ++r) {
+      rc[r] = P.head[h] * P.row[i0 + r];
+      m_run[r] = -std::numeric_limits<T>::infinity();
+      l_run[r] = T(0);
+    }
+    std::fill(o.begin(), o.begin() + m * Dp, T(0));
+    const int64_t last = i0 + m - 1;  // last query row; keys beyond it are masked for the block
+    for (int64_t j0 = 0; j0 <= last; j0 += Bk) {
+      const int64_t n = std::min({Bk, T_ - j0, last - j0 + 1});
+      const int64_t nc = round_up(n, I::W);
+      pack_transposed(kh + j0 * D, n, D, kt.data(), nc, Dp, Bk);
+      pack_rows(vh + j0 * D, n, D, vt.data(), nc, Dp);
+      gemm<I, false>(m, nc, Dp, qt.data(), Dp, 1, kt.data(), Bk, s.data(), Bk);  // S = Q·Kᵀ
+      for (int64_t r = 0; r < m; ++r) {
+        const int64_t e0 = (T_ - 1) - (i0 + r) + j0;
+        online_softmax_row<I>(s.data() + r * Bk, nc, rc[r], P.mult + e0, bias_h + e0, m_run[r],
+                              l_run[r], o.data() + r * Dp, Dp);
+      }
+      gemm<I, true>(m, Dp, nc, s.data(), Bk, 1, vt.data(), Dp, o.data(), Dp);  // O += P·V
+    }
+    T* out = F.out + (bh * T_ + i0) * D;
+    for (int64_t r = 0; r < m; ++r) {
+      const T inv = T(1) / l_run[r];
+      for (int64_t d = 0; d < D; ++d) out[r * D + d] = o[r * Dp + d] * inv;
+      F.lse[bh * T_ + i0 + r] = m_run[r] + std::log(l_run[r]);
+    }
+  }
+}
+
+// ---- backward ----------------------------------------------------------------------------------
+
+// One tile row: s holds q·k on entry and P on exit; dp holds dO·v on entry and d logit/d(q·k) ·
+// d loss/d logit on exit. Returns Σ_c dlogit·mult·(q·k) (the head-scale gradient, without row[i]).
+template <class I, bool HeadGrad, class T>
+ATTN_INLINE T backward_row(T* s, T* dp, int64_t nc, T rc, const T* mu, const T* bi, T lse,
+                           T delta) {
+  using S = typename I::S;
+  using V = typename I::V;
+  constexpr int W = I::W;
+  const V vrc = S::splat(rc), vlse = S::splat(lse), vdelta = S::splat(delta);
+  V vhead = V{};
+  for (int64_t c = 0; c < nc; c += W) {
+    const V dot = S::load(s + c), m = S::load(mu + c);
+    const V p = vexp<S>(vrc * m * dot + S::load(bi + c) - vlse);
+    const V dlogit = p * (S::load(dp + c) - vdelta);
+    if constexpr (HeadGrad) vhead += dlogit * m * dot;
+    S::store(s + c, p);
+    S::store(dp + c, dlogit * vrc * m);
+  }
+  return HeadGrad ? S::hsum(vhead) : T(0);
+}
+
+template <class I, bool HeadGrad, class T>
+ATTN_INLINE void backward_range(const Problem<T>& P, const BackwardIO<T>& G, int64_t begin,
+                                int64_t end) {
+  const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Bq = P.Bq, Bk = P.Bk, C = G.C;
+  const int64_t nk = (T_ + Bk - 1) / Bk;
+  std::vector<T> kt(Dp * Bk), kr(Bk * Dp), vt(Dp * Bk), qt(Bq * Dp), dot(Bq * Dp);
+  std::vector<T> s(Bq * Bk), dp(Bq * Bk), dk(Bk * Dp), dv(Bk * Dp), dq(T_ * Dp);
+  for (int64_t w = begin; w < end; ++w) {
+    const int64_t bh = w / C, c = w % C, h = bh % P.H;
+    const T* qh = P.q + bh * T_ * D;
+    const T* kh = P.k + bh * T_ * D;
+    const T* vh = P.v + bh * T_ * D;
+    const T* doh = G.dout + bh * T_ * D;
+    const T* lse = G.lse + bh * T_;
+    const T* delta = G.delta + bh * T_;
+    const T* bias_h = P.bias + h * P.bias_stride;
+    const T hs = P.head[h];
+    double dhead = 0.0;
+    std::fill(dq.begin(), dq.end(), T(0));
+    for (int64_t z = c; z < nk; z += C) {  // this task's key blocks, zig-zag for balance
+      const int64_t j0 = zigzag(z, nk) * Bk, n = std::min(Bk, T_ - j0);
+      const int64_t nk_cols = round_up(n, I::W);
+      pack_transposed(kh + j0 * D, n, D, kt.data(), nk_cols, Dp, Bk);
+      pack_rows(kh + j0 * D, n, D, kr.data(), nk_cols, Dp);
+      pack_transposed(vh + j0 * D, n, D, vt.data(), nk_cols, Dp, Bk);
+      std::fill(dk.begin(), dk.end(), T(0));
+      std::fill(dv.begin(), dv.end(), T(0));
+      for (int64_t i0 = j0 / Bq * Bq; i0 < T_; i0 += Bq) {
+        const int64_t m = std::min(Bq, T_ - i0);
+        // Keys past the block's last query row are masked for every row: skip their columns.
+        const int64_t nc = round_up(std::min(n, i0 + m - j0), I::W);
+        pack_rows(qh + i0 * D, m, D, qt.data(), m, Dp);
+        pack_rows(doh + i0 * D, m, D, dot.data(), m, Dp);
+        gemm<I, false>(m, nc, Dp, qt.data(), Dp, 1, kt.data(), Bk, s.data(), Bk);    // Q·Kᵀ
+        gemm<I, false>(m, nc, Dp, dot.data(), Dp, 1, vt.data(), Bk, dp.data(), Bk);  // dO·Vᵀ
+        for (int64_t r = 0; r < m; ++r) {
+          const int64_t i = i0 + r, e0 = (T_ - 1) - i + j0;
+          const T g = backward_row<I, HeadGrad>(s.data() + r * Bk, dp.data() + r * Bk, nc,
+                                                hs * P.row[i], P.mult + e0, bias_h + e0, lse[i],
+                                                delta[i]);
+          if constexpr (HeadGrad) dhead += double(g) * double(P.row[i]);
+        }
+        gemm<I, true>(nc, Dp, m, s.data(), 1, Bk, dot.data(), Dp, dv.data(), Dp);   // dV += Pᵀ·dO
+        gemm<I, true>(nc, Dp, m, dp.data(), 1, Bk, qt.data(), Dp, dk.data(), Dp);   // dK += dSᵀ·Q
+        gemm<I, true>(m, Dp, nc, dp.data(), Bk, 1, kr.data(), Dp, dq.data() + i0 * Dp, Dp);  // dQ
+      }
+      T* dkh = G.dk + (bh * T_ + j0) * D;
+      T* dvh = G.dv + (bh * T_ + j0) * D;
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t d = 0; d < D; ++d) {
+          dkh[r * D + d] = dk[r * Dp + d];
+          dvh[r * D + d] = dv[r * Dp + d];
+        }
+    }
+    T* dqh = G.dq_parts + (c * P.B * P.H + bh) * T_ * D;
+    for (int64_t i = 0; i < T_; ++i)
+      for (int64_t d = 0; d < D; ++d) dqh[i * D + d] = dq[i * Dp + d];
+    if (G.dhead) G.dhead[w] = dhead;
+  }
+}
+
+// ---- instruction-set dispatch ------------------------------------------------------------------
+
+enum class IsaKind { kAvx512, kAvx2, kGeneric };
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ATTN_TARGET_AVX512 __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")))
+#define ATTN_TARGET_AVX2 __attribute__((target("avx2,fma")))
+#define ATTN_HAVE_X86_ISAS 1
+#else
+#define ATTN_TARGET_AVX512
+#define ATTN_TARGET_AVX2
+#define ATTN_HAVE_X86_ISAS 0
+#endif
+
+template <class T>
+using Avx512 = Isa<T, 64, 4, 4>;
+template <class T>
+using Avx2 = Isa<T, 32, 4, 2>;
+template <class T>
+using Generic = Isa<T, 16, 4, 2>;
+
+#define ATTN_DEFINE_RANGES(NAME, ISA, TARGET)                                                    \
+  template <class T>                                                                             \
+  TARGET void forward_##NAME(const Problem<T>& P, const ForwardOut<T>& F, int64_t b, int64_t e) { \
+    forward_range<ISA<T>>(P, F, b, e);                                                           \
+  }                                                                                              \
+  template <class T, bool HeadGrad>                                                              \
+  TARGET void backward_##NAME(const Problem<T>& P, const BackwardIO<T>& G, int64_t b,            \
+                              int64_t e) {                                                       \
+    backward_range<ISA<T>, HeadGrad>(P, G, b, e);                                                \
+  }
+
+ATTN_DEFINE_RANGES(avx512, Avx512, ATTN_TARGET_AVX512)
+ATTN_DEFINE_RANGES(avx2, Avx2, ATTN_TARGET_AVX2)
+ATTN_DEFINE_RANGES(generic, Generic, )
+
+IsaKind detected_isa() {
+#if ATTN_HAVE_X86_ISAS
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
+    return IsaKind::kAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return IsaKind::kAvx2;
+#endif
+  return IsaKind::kGeneric;
+}
+
+std::atomic<int> g_isa_override{-1};  // −1: auto
+
+IsaKind active_isa() {
+  static const IsaKind detected = detected_isa();
+  const int o = g_isa_override.load();
+  return o < 0 ? detected : IsaKind(o);
+}
+
+template <class T>
+void run_forward(const Problem<T>& P, const ForwardOut<T>& F) {
+  const int64_t nq = (P.n_ctx + P.Bq - 1) / P.Bq;
+  const IsaKind isa = active_isa();
+  at::parallel_for(0, P.B * P.H * nq, 1, [&](int64_t b, int64_t e) {
+    switch (isa) {
+      case IsaKind::kAvx512: forward_avx512(P, F, b, e); break;
+      case IsaKind::kAvx2: forward_avx2(P, F, b, e); break;
+      default: forward_generic(P, F, b, e); break;
+    }
+  });
+}
+
+template <class T, bool HeadGrad>
+void run_backward(const Problem<T>& P, const BackwardIO<T>& G) {
+  const IsaKind isa = active_isa();
+  at::parallel_for(0, P.B * P.H * G.C, 1, [&](int64_t b, int64_t e) {
+    switch (isa) {
+      case IsaKind::kAvx512: backward_avx512<T, HeadGrad>(P, G, b, e); break;
+      case IsaKind::kAvx2: backward_avx2<T, HeadGrad>(P, G, b, e); break;
+      default: backward_generic<T, HeadGrad>(P, G, b, e); break;
+    }
+  });
+}
+
+// ---- tables and the autograd function ----------------------------------------------------------
+
+struct Tables {
+  Tensor row;   // (T)
+  Tensor mult;  // (Tt)
+  Tensor bias;  // (Hb, Tt)
+};
+
+// Built in float64 from score_mod.h, stored in the kernel's dtype.
+Tables build_tables(const ScoreMod& mod_in, int64_t T, int64_t H, int64_t pad,
+                    const Tensor& alibi, at::ScalarType dtype) {
+  ScoreMod mod = mod_in;
+  mod.head_scale = nullptr;   // travels as a tensor
+  mod.alibi_slope = nullptr;  // added below from `alibi`
+  const int64_t Tt = T + pad;
+  const double inf = std::numeric_limits<double>::infinity();
+  auto f64 = at::TensorOptions().dtype(at::kDouble);
+  Tensor row = at::empty({T}, f64), mult = at::empty({Tt}, f64);
+  const int64_t Hb = alibi.defined() ? H : 1;
+  Tensor bias = at::empty({Hb, Tt}, f64);
+  double* rp = row.data_ptr<double>();
+  double* mp = mult.data_ptr<double>();
+  double* bp = bias.data_ptr<double>();
+  std::vector<double> slopes(Hb, 0.0);
+  if (alibi.defined()) {
+    Tensor a = alibi.to(at::kDouble).contiguous();
+    std::copy(a.data_ptr<double>(), a.data_ptr<double>() + H, slopes.begin());
+  }
+  for (int64_t i = 0; i < T; ++i) rp[i] = double(mod.scale) * row_factor<double>(mod, int(i));
+  for (int64_t e = 0; e < Tt; ++e) {
+    const int64_t t = (T - 1) - e;
+    mp[e] = t >= 0 ? distance_factor<double>(mod, int(t)) : 0.0;
+    const double b = t >= 0 ? distance_bias<double>(mod, int(t), 0) : -inf;
+    for (int64_t h = 0; h < Hb; ++h) bp[h * Tt + e] = t >= 0 ? b - slopes[h] * double(t) : -inf;
+  }
+  return {row.to(dtype), mult.to(dtype), bias.to(dtype)};
+}
+
+struct Geometry {
+  int64_t Bq, Bk, Dp;
+};
+
+Geometry geometry(const FusedCpuConfig& cfg, int64_t D, at::ScalarType dtype) {
+  const int64_t lanes = kPadBytes / int64_t(at::elementSize(dtype));
+  return {std::max<int64_t>(1, cfg.block_q), round_up(std::max<int64_t>(1, cfg.block_k), lanes),
+          round_up(D, lanes)};
+}
+
+template <class T>
+Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& head,
+                        const Tables& tab, const Geometry& g) {
+  Problem<T> P;
+  P.q = q.data_ptr<T>();
+  P.k = k.data_ptr<T>();
+  P.v = v.data_ptr<T>();
+  P.B = q.size(0);
+  P.H = q.size(1);
+  P.n_ctx = q.size(2);
+  P.D = q.size(3);
+  P.Dp = g.Dp;
+  P.Bq = g.Bq;
+  P.Bk = g.Bk;
+  P.row = tab.row.data_ptr<T>();
+  P.head = head.data_ptr<T>();
+  P.mult = tab.mult.data_ptr<T>();
+  P.bias = tab.bias.data_ptr<T>();
+  P.bias_stride = tab.bias.size(0) > 1 ? tab.bias.size(1) : 0;
+  return P;
+}
+
+// (out, lse) from contiguous inputs.
+std::pair<Tensor, Tensor> forward_impl(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& head, const Tables& tab, const Geometry& g) {
+  Tensor out = at::empty_like(q), lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options());
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_attention_cpu_forward", [&] {
+    run_forward<scalar_t>(make_problem<scalar_t>(q, k, v, head, tab, g),
+                          {out.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>()});
+  });
+  return {out, lse};
+}
+
+struct BackwardResult {
+  Tensor dq, dk, dv, dhead;
+};
+
+BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& head,
+                             const Tables& tab, const Geometry& g, const Tensor& out,
+                             const Tensor& lse, const Tensor& dout, const Tensor& dlse,
+                             bool head_grad) {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2);
+  const int64_t nk = (T + g.Bk - 1) / g.Bk;
+  // Split a head's key blocks over several tasks only when there are fewer heads than threads.
+  const int64_t C = std::min(nk, std::max<int64_t>(1, (at::get_num_threads() + B * H - 1) / (B * H)));
+  Tensor delta = (dout * out).sum(-1);  // (B, H, T)
+  if (dlse.defined()) delta = delta - dlse;
+  delta = delta.contiguous();
+  Tensor dq_parts = at::empty({C, B, H, T, q.size(3)}, q.options());
+  Tensor dk = at::empty_like(k), dv = at::empty_like(v);
+  std::vector<double> dhead(size_t(B * H * C), 0.0);
+  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_attention_cpu_backward", [&] {
+    const auto P = make_problem<scalar_t>(q, k, v, head, tab, g);
+    BackwardIO<scalar_t> G{out.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(),
+                           lse.data_ptr<scalar_t>(), delta.data_ptr<scalar_t>(),
+                           dq_parts.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(),
+                           dv.data_ptr<scalar_t>(), head_grad ? dhead.data() : nullptr, C};
+    if (head_grad)
+      run_backward<scalar_t, true>(P, G);
+    else
+      run_backward<scalar_t, false>(P, G);
+  });
+  BackwardResult r;
+  r.dq = C == 1 ? dq_parts[0] : dq_parts.sum(0);
+  r.dk = dk;
+  r.dv = dv;
+  if (head_grad) {
+    std::vector<double> per_head(size_t(H), 0.0);
+    for (int64_t w = 0; w < B * H * C; ++w) per_head[size_t((w / C) % H)] += dhead[size_t(w)];
+    r.dhead = at::tensor(per_head, at::TensorOptions().dtype(at::kDouble)).to(q.scalar_type());
+  }
+  return r;
+}
+
+struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFunction> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const Tensor& q, const Tensor& k,
+                                                const Tensor& v, const Tensor& head,
+                                                const Tables& tab, const Geometry& g) {
+    auto [out, lse] = forward_impl(q, k, v, head, tab, g);
+    ctx->save_for_backward({q, k, v, head, out, lse});
+    ctx->saved_data["row"] = tab.row;
+    ctx->saved_data["mult"] = tab.mult;
+    ctx->saved_data["bias"] = tab.bias;
+    ctx->saved_data["geometry"] = std::vector<int64_t>{g.Bq, g.Bk, g.Dp};
+    return {out, lse};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &head = saved[3];
+    const Tensor &out = saved[4], &lse = saved[5];
+    const Tables tab{ctx->saved_data["row"].toTensor(), ctx->saved_data["mult"].toTensor(),
+                     ctx->saved_data["bias"].toTensor()};
+    const auto gv = ctx->saved_data["geometry"].toIntVector();
+    const Geometry g{gv[0], gv[1], gv[2]};
+    Tensor dout = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(out);
+    const bool head_grad = ctx->needs_input_grad(3);
+    const auto r = backward_impl(q, k, v, head, tab, g, out, lse, dout, grads[1], head_grad);
+    return {r.dq, r.dk, r.dv, r.dhead, Tensor(), Tensor()};
+  }
+};
+
+[[noreturn]] void bad(const std::string& what) {
+  throw std::invalid_argument("fused_attention_cpu: " + what);
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> fused_attention_cpu_with_lse(const Tensor& q_in, const Tensor& k_in,
+                                                        const Tensor& v_in, const ScoreMod& mod,
+                                                        const Tensor& head_scale,
+                                                        const Tensor& alibi_slopes,
+                                                        const FusedCpuConfig& config) {
+  if (q_in.dim() != 4) bad("q must be (B, H, T, D), got " + std::to_string(q_in.dim()) + "-D");
+  if (k_in.sizes() != q_in.sizes() || v_in.sizes() != q_in.sizes())
+    bad("q, k and v must have the same (B, H, T, D) shape");
+  if (!q_in.device().is_cpu() || !k_in.device().is_cpu() || !v_in.device().is_cpu())
+    bad("tensors must be on the CPU (this is the CPU kernel)");
+  const auto dtype = q_in.scalar_type();
+  if (dtype != at::kFloat && dtype != at::kDouble) bad("dtype must be float32 or float64");
+  if (k_in.scalar_type() != dtype || v_in.scalar_type() != dtype)
+    bad("q, k and v must share one dtype");
+  const int64_t B = q_in.size(0), H = q_in.size(1), T = q_in.size(2), D = q_in.size(3);
+  if (T > (int64_t(1) << 30)) bad("T too large");
+  if (head_scale.defined() && (head_scale.dim() != 1 || head_scale.size(0) != H))
+    bad("head_scale must be (H) = (" + std::to_string(H) + ")");
+  if (alibi_slopes.defined() && (alibi_slopes.dim() != 1 || alibi_slopes.size(0) != H))
+    bad("alibi_slopes must be (H) = (" + std::to_string(H) + ")");
+  if (B == 0 || H == 0 || T == 0 || D == 0)
+    return {at::zeros_like(q_in), at::zeros({B, H, T}, q_in.options())};
+
+  const Geometry g = geometry(config, D, dtype);
+  Tensor head;  // (H) in the kernel dtype; differentiable when it is the learned parameter
+  if (head_scale.defined())
+    head = head_scale.to(dtype);
+  else if (mod.head_scale)
+    head = at::from_blob(const_cast<float*>(mod.head_scale), {H}, at::kFloat).to(dtype);
+  else
+    head = at::ones({H}, q_in.options());
+  Tensor alibi = alibi_slopes;
+  if (!alibi.defined() && mod.alibi_slope)
+    alibi = at::from_blob(const_cast<float*>(mod.alibi_slope), {H}, at::kFloat).clone();
+  Tables tab;
+  {
+    at::NoGradGuard no_grad;
+    tab = build_tables(mod, T, H, g.Bq + g.Bk, alibi.defined() ? alibi.detach() : alibi, dtype);
+  }
+
+  const bool needs_graph =
+      at::GradMode::is_enabled() &&
+      (q_in.requires_grad() || k_in.requires_grad() || v_in.requires_grad() || head.requires_grad());
+  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  if (!needs_graph) {
+    at::NoGradGuard no_grad;
+    auto [out, lse] = forward_impl(q, k, v, head.contiguous(), tab, g);
+    return {out, lse};
+  }
+  auto outs = FusedAttentionFunction::apply(q, k, v, head.contiguous(), tab, g);
+  return {outs[0], outs[1]};
+}
+
+Tensor fused_attention_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod& mod,
+                           const Tensor& head_scale, const Tensor& alibi_slopes,
+                           const FusedCpuConfig& config) {
+  return std::get<0>(fused_attention_cpu_with_lse(q, k, v, mod, head_scale, alibi_slopes, config));
+}
+
+const char* fused_cpu_isa() {
+  switch (active_isa()) {
+    case IsaKind::kAvx512: return "avx512";
+    case IsaKind::kAvx2: return "avx2";
+    default: return "generic";
+  }
+}
+
+void set_fused_cpu_isa(const std::string& isa) {
+  if (isa == "auto") {
+    g_isa_override = -1;
+    return;
+  }
+  const IsaKind best = detected_isa();
+  IsaKind want;
+  if (isa == "avx512")
+    want = IsaKind::kAvx512;
+  else if (isa == "avx2")
+    want = IsaKind::kAvx2;
+  else if (isa == "generic")
+    want = IsaKind::kGeneric;
+  else
+    throw std::invalid_argument("set_fused_cpu_isa: unknown '" + isa +
+                                "'; valid: auto, avx512, avx2, generic");
+  if (int(want) < int(best))
+    throw std::invalid_argument("set_fused_cpu_isa: '" + isa + "' is not supported by this CPU");
+  g_isa_override = int(want);
+}
+
+}  // namespace attention

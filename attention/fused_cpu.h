@@ -1,0 +1,52 @@
+// Memory-efficient causal attention on the CPU: blockwise, online softmax (FlashAttention-2
+// style), forward and backward, driven only by an attention::ScoreMod (score_mod.h).
+//
+//  * Never materialises T×T: per thread O(block_q·block_k + T·D) scratch, plus O(H·T) tables of
+//    the score-mod (row factors, distance multiplier/bias) built once per call.
+//  * Key blocks entirely above the diagonal are skipped; the causal mask lives in the bias table.
+//  * Parallel over (batch, head, query block) forward and (batch, head, key-block set) backward
+//    with at::parallel_for; tile matmuls are register-blocked SIMD loops compiled for AVX-512,
+//    AVX2+FMA and baseline x86-64, picked at run time.
+//  * float32 and float64; gradients for q, k, v, the learned head scale and the LSE output.
+#pragma once
+
+#include "attention/score_mod.h"
+
+#include <torch/types.h>
+
+#include <string>
+#include <tuple>
+
+namespace attention {
+
+struct FusedCpuConfig {
+  int64_t block_q = 64;  // query rows per tile
+  int64_t block_k = 64;  // keys per tile (rounded up to a multiple of 16)
+};
+
+// q, k: (B, H, T, D), ALREADY rotated (method.h: apply_rotary); v: (B, H, T, D). CPU, float32 or
+// float64 (all three the same dtype). head_scale: (H) learned multiplier (LogN's s_h) or
+// undefined (then mod.head_scale, if set, is read as a constant). alibi_slopes: (H) or undefined
+// (then mod.alibi_slope, if set). Differentiable w.r.t. q, k, v and head_scale.
+// Returns (B, H, T, D).
+torch::Tensor fused_attention_cpu(const torch::Tensor& q, const torch::Tensor& k,
+                                  const torch::Tensor& v, const ScoreMod& mod,
+                                  const torch::Tensor& head_scale = {},
+                                  const torch::Tensor& alibi_slopes = {},
+                                  const FusedCpuConfig& config = {});
+
+// As above, also returning the per-query log-normaliser LSE_i = log Σ_{j≤i} exp(logit_ij)
+// (B, H, T) (natural log, logits as defined in score_mod.h). Both outputs are differentiable.
+std::tuple<torch::Tensor, torch::Tensor> fused_attention_cpu_with_lse(
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const ScoreMod& mod,
+    const torch::Tensor& head_scale = {}, const torch::Tensor& alibi_slopes = {},
+    const FusedCpuConfig& config = {});
+
+// The instruction set the kernels dispatch to: "avx512", "avx2" or "generic" (best the CPU
+// supports unless overridden).
+const char* fused_cpu_isa();
+// Override for tests and benchmarks: "auto" | "avx512" | "avx2" | "generic"; throws
+// std::invalid_argument for an unknown name or one this CPU cannot run. Process-wide.
+void set_fused_cpu_isa(const std::string& isa);
+
+}  // namespace attention

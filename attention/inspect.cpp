@@ -1,0 +1,118 @@
+#include "attention/inspect.h"
+
+#include "attention/method.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+
+namespace attention {
+
+namespace {
+
+std::string num(double x, const char* f = "%.6g") {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+std::string describe_positional(const Method& m) {
+  switch (m.positional) {
+    case Positional::kRoPE: return "rope (base " + num(m.rope_base) + ")";
+    case Positional::kNTK: return "ntk (base " + num(m.rope_base) + ")";
+    case Positional::kYaRN:
+      return "yarn (base " + num(m.rope_base) + ", ramp alpha " + num(kYaRNAlpha) + ", beta " +
+             num(kYaRNBeta) + ")";
+    case Positional::kPRoPE:
+      return m.p_rope_variant == PRoPEVariant::kRespread
+                 ? "p-rope respread (fraction " + num(m.p_rope_fraction) + ", base " +
+                       num(m.p_rope_base) + ")"
+                 : "p-rope truncate (fraction " + num(m.p_rope_fraction) + ", base " +
+                       num(m.rope_base) + ")";
+    case Positional::kALiBi: return "alibi";
+    default: return "nope";
+  }
+}
+
+std::string describe_transform(const Method& m) {
+  switch (m.transform) {
+    case Transform::kLogN: return "logn (s_h·ln n_i·s, learned s_h initialised to 1/ln L)";
+    case Transform::kScaleInvariant: return "scale-invariant (a_t·s + m_t, tau " + num(m.tau) + ")";
+    case Transform::kInfoScale: return "infoscale (max(1, sqrt((1-n_i^(-2/d))/(1-L^(-2/d))))·s)";
+    default: return "none";
+  }
+}
+
+}  // namespace
+
+std::string inspect_method(const MethodOptions& options, const std::vector<int64_t>& distances,
+                           int64_t T) {
+  const Method m = resolve_method(options);
+  check_context(m, T);
+  const int64_t L = m.train_context;
+  std::ostringstream os;
+  os << "method " << m.preset << ": positional " << describe_positional(m) << ", transform "
+     << describe_transform(m) << "\n";
+  os << "eval context T = " << T << ", train context L = " << (L > 0 ? std::to_string(L) : "not set")
+     << ", heads " << m.heads << ", head_dim " << m.head_dim << "\n";
+  os << "score s = " << num(m.score_scale) << "·q·k";
+  if (m.positional == Positional::kYaRN) {
+    os << "; YaRN scale factor s = " << num(yarn_factor(m, T)) << ", logit multiplier "
+       << "(0.1·ln s + 1)^2 = " << num(yarn_logit_multiplier(m, T));
+  }
+  os << "\n";
+  if (m.positional == Positional::kNTK)
+    os << "NTK base at T: " << num(ntk_base(m, T), "%.10g")
+       << (T > L ? "  (= base·(T/L)^(d/(d-2)))" : "  (T <= L: plain RoPE base)") << "\n";
+  if (m.alibi()) {
+    os << "ALiBi slopes (head 1.." << m.heads << "):";
+    for (double s : alibi_slopes(m.heads)) os << " " << num(s);
+    os << "\n";
+  }
+  const std::vector<double> freq = rotary_frequencies(m, T);
+  if (!freq.empty()) {
+    int64_t rotated = 0;
+    for (double f : freq) rotated += f > 0;
+    os << "rotary frequencies at T (half-split pairs (k, k+d/2); " << rotated << " of "
+       << freq.size() << " pairs rotate):\n";
+    os << "  pair  frequency (rad/token)  wavelength (tokens)\n";
+    for (size_t k = 0; k < freq.size(); ++k) {
+      char line[128];
+      if (freq[k] > 0)
+        std::snprintf(line, sizeof line, "  %4zu  %21.9g  %19.6g\n", k, freq[k],
+                      2.0 * M_PI / freq[k]);
+      else
+        std::snprintf(line, sizeof line, "  %4zu  %21s  %19s\n", k, "0 (unrotated)", "-");
+      os << line;
+    }
+  }
+  os << "per distance t, query with n_i = T = " << T << " visible keys"
+     << (m.learned_head_scale() ? " (LogN s_h at its init 1/ln L = " + num(logn_initial_scale(m)) + ")"
+                                : std::string())
+     << ": logit = multiplier·s + bias\n";
+  const double row = row_multiplier(m, T) * (m.learned_head_scale() ? logn_initial_scale(m) : 1.0);
+  const int64_t bias_columns = m.alibi() ? m.heads : 1;
+  os << "  " << std::string(10, ' ') << "t" << "  " << std::string(8, ' ') << "multiplier";
+  for (int64_t h = 0; h < bias_columns; ++h) {
+    const std::string name = m.alibi() ? "bias h" + std::to_string(h + 1) : "bias";
+    os << "  " << std::string(18 - name.size(), ' ') << name;
+  }
+  os << "\n";
+  for (int64_t t : distances) {
+    if (t < 0) throw std::invalid_argument("inspect_method: distances must be >= 0");
+    char line[64];
+    std::snprintf(line, sizeof line, "  %11lld  %18.10g", (long long)t,
+                  row * distance_multiplier(m, t));
+    os << line;
+    for (int64_t h = 0; h < bias_columns; ++h) {
+      std::snprintf(line, sizeof line, "  %18.10g", distance_bias(m, t, h));
+      os << line;
+    }
+    if (t >= T) os << "  (not visible at T)";
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace attention

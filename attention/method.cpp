@@ -1,0 +1,362 @@
+#include "attention/method.h"
+
+#include "attention/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+namespace attention {
+
+namespace {
+
+struct Preset {
+  const char* name;
+  Positional positional;
+  Transform transform;
+};
+
+// The baselines of the paper's Table 1 / Appendix I, plus its own method (si+…).
+const Preset kPresets[] = {
+    {"rope", Positional::kRoPE, Transform::kNone},
+    {"p-rope", Positional::kPRoPE, Transform::kNone},
+    {"nope", Positional::kNoPE, Transform::kNone},
+    {"rope+ntk", Positional::kNTK, Transform::kNone},
+    {"yarn", Positional::kYaRN, Transform::kNone},
+    {"logn+rope", Positional::kRoPE, Transform::kLogN},
+    {"logn+p-rope", Positional::kPRoPE, Transform::kLogN},
+    {"logn+ntk", Positional::kNTK, Transform::kLogN},
+    {"alibi", Positional::kALiBi, Transform::kNone},
+    {"si+p-rope", Positional::kPRoPE, Transform::kScaleInvariant},
+    {"si+rope", Positional::kRoPE, Transform::kScaleInvariant},
+    {"si+nope", Positional::kNoPE, Transform::kScaleInvariant},
+};
+
+const std::pair<const char*, Positional> kPositionals[] = {
+    {"nope", Positional::kNoPE}, {"rope", Positional::kRoPE}, {"p-rope", Positional::kPRoPE},
+    {"ntk", Positional::kNTK},   {"yarn", Positional::kYaRN}, {"alibi", Positional::kALiBi},
+};
+
+const std::pair<const char*, Transform> kTransforms[] = {
+    {"none", Transform::kNone},
+    {"logn", Transform::kLogN},
+    {"scale-invariant", Transform::kScaleInvariant},
+    {"infoscale", Transform::kInfoScale},
+};
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument("attention: " + what); }
+
+std::string fmt(double x) {
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const auto& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
+std::vector<std::string> positional_names() {
+  std::vector<std::string> names;
+  for (const auto& p : kPositionals) names.emplace_back(p.first);
+  return names;
+}
+std::vector<std::string> transform_names() {
+  std::vector<std::string> names;
+  for (const auto& t : kTransforms) names.emplace_back(t.first);
+  return names;
+}
+std::vector<std::string> kernel_names() { return {"reference", "fused", "cuda"}; }
+
+std::string to_string(Positional p) {
+  for (const auto& e : kPositionals)
+    if (e.second == p) return e.first;
+  return "?";
+}
+std::string to_string(Transform t) {
+  for (const auto& e : kTransforms)
+    if (e.second == t) return e.first;
+  return "?";
+}
+
+bool Method::rotary() const {
+  return positional == Positional::kRoPE || positional == Positional::kPRoPE ||
+         positional == Positional::kNTK || positional == Positional::kYaRN;
+}
+
+Method resolve_method(const MethodOptions& o) {
+  Method m;
+  const Preset* preset = nullptr;
+  for (const auto& p : kPresets)
+    if (o.method == p.name) preset = &p;
+  if (!preset) bad("unknown method '" + o.method + "'; valid methods: " + join(preset_names()));
+  m.preset = preset->name;
+  m.positional = preset->positional;
+  m.transform = preset->transform;
+
+  if (!o.positional.empty()) {
+    bool found = false;
+    for (const auto& p : kPositionals)
+      if (o.positional == p.first) m.positional = p.second, found = true;
+    if (!found)
+      bad("unknown positional encoding '" + o.positional +
+          "'; valid positional encodings: " + join(positional_names()));
+  }
+  if (!o.transform.empty()) {
+    bool found = false;
+    for (const auto& t : kTransforms)
+      if (o.transform == t.first) m.transform = t.second, found = true;
+    if (!found)
+      bad("unknown logit transform '" + o.transform +
+          "'; valid transforms: " + join(transform_names()));
+  }
+  if (o.p_rope_variant == "respread")
+    m.p_rope_variant = PRoPEVariant::kRespread;
+  else if (o.p_rope_variant == "truncate")
+    m.p_rope_variant = PRoPEVariant::kTruncate;
+  else
+    bad("unknown p_rope_variant '" + o.p_rope_variant + "'; valid variants: respread, truncate");
+
+  const auto kernels = kernel_names();
+  if (std::find(kernels.begin(), kernels.end(), o.kernel) == kernels.end())
+    bad("unknown kernel '" + o.kernel + "'; valid kernels: " + join(kernels));
+  m.kernel = o.kernel;
+
+  if (o.heads < 1) bad("heads must be >= 1, got " + std::to_string(o.heads));
+  if (o.head_dim < 1) bad("head_dim must be >= 1, got " + std::to_string(o.head_dim));
+  m.heads = o.heads;
+  m.head_dim = o.head_dim;
+
+  if (!(o.score_scale >= 0) || !std::isfinite(o.score_scale))
+    bad("score_scale must be >= 0 (0 = 1/sqrt(head_dim)), got " + fmt(o.score_scale));
+  m.score_scale = o.score_scale > 0 ? o.score_scale : 1.0 / std::sqrt(double(o.head_dim));
+
+  // p: < 0 selects the variant's default; NaN or > 1 is an error.
+  if (std::isnan(o.p_rope_fraction) || o.p_rope_fraction > 1)
+    bad("p_rope_fraction must be in [0, 1] (or < 0 for the variant's default), got " +
+        fmt(o.p_rope_fraction));
+  m.p_rope_fraction = o.p_rope_fraction >= 0
+                          ? o.p_rope_fraction
+                          : (m.p_rope_variant == PRoPEVariant::kRespread ? 0.5 : 0.75);
+
+  if (m.transform == Transform::kScaleInvariant && !(o.tau > 0 && std::isfinite(o.tau)))
+    bad("tau must be > 0 for the scale-invariant transform, got " + fmt(o.tau));
+  m.tau = o.tau;
+
+  if (m.rotary() && o.head_dim % 2 != 0)
+    bad("head_dim must be even for the rotary encoding '" + to_string(m.positional) + "', got " +
+        std::to_string(o.head_dim));
+  if (m.positional == Positional::kNTK && o.head_dim <= 2)
+    bad("ntk needs head_dim > 2 (the base exponent is D/(D-2)), got " +
+        std::to_string(o.head_dim));
+  const bool uses_rope_base = m.positional == Positional::kRoPE || m.positional == Positional::kNTK ||
+                              m.positional == Positional::kYaRN ||
+                              (m.positional == Positional::kPRoPE &&
+                               m.p_rope_variant == PRoPEVariant::kTruncate);
+  if (uses_rope_base && !(o.rope_base > 1 && std::isfinite(o.rope_base)))
+    bad("rope_base must be > 1, got " + fmt(o.rope_base));
+  if (m.positional == Positional::kPRoPE && m.p_rope_variant == PRoPEVariant::kRespread &&
+      !(o.p_rope_base >= 1 && std::isfinite(o.p_rope_base)))
+    bad("p_rope_base must be >= 1, got " + fmt(o.p_rope_base));
+  m.rope_base = o.rope_base;
+  m.p_rope_base = o.p_rope_base;
+
+  const bool needs_L = m.positional == Positional::kNTK || m.positional == Positional::kYaRN ||
+                       m.transform == Transform::kLogN || m.transform == Transform::kInfoScale;
+  if (needs_L && o.train_context < 2)
+    bad("method '" + o.method + "' (" + to_string(m.positional) + " × " +
+        to_string(m.transform) + ") needs train_context >= 2, got " +
+        std::to_string(o.train_context));
+  if (o.train_context < 0) bad("train_context must be >= 0, got " + std::to_string(o.train_context));
+  m.train_context = o.train_context;
+  return m;
+}
+
+void check_context(const Method& method, int64_t T) {
+  if (T < 1 || T > kMaxContext)
+    bad("context length must be in [1, " + std::to_string(kMaxContext) + "], got " +
+        std::to_string(T));
+}
+
+// ---- per-context quantities --------------------------------------------------------------------
+
+double ntk_base(const Method& m, int64_t T) {
+  const double D = double(m.head_dim);
+  if (m.train_context <= 0 || T <= m.train_context) return m.rope_base;
+  return m.rope_base * std::pow(double(T) / double(m.train_context), D / (D - 2));
+}
+
+double yarn_factor(const Method& m, int64_t T) {
+  if (m.positional != Positional::kYaRN || T <= m.train_context) return 1.0;
+  return double(T) / double(m.train_context);
+}
+
+double yarn_logit_multiplier(const Method& m, int64_t T) {
+  const double s = yarn_factor(m, T);
+  if (s <= 1.0) return 1.0;
+  const double sqrt_inv_t = 0.1 * std::log(s) + 1.0;  // YaRN's sqrt(1/t)
+  return sqrt_inv_t * sqrt_inv_t;
+}
+
+std::vector<double> rotary_frequencies(const Method& m, int64_t T) {
+  if (!m.rotary()) return {};
+  const int64_t pairs = m.head_dim / 2;
+  const double D = double(m.head_dim);
+  std::vector<double> freq(pairs, 0.0);
+  auto rope = [&](double base) {
+    for (int64_t k = 0; k < pairs; ++k) freq[k] = std::pow(base, -2.0 * double(k) / D);
+  };
+  // Number of rotated pairs for p-RoPE: floor(p·D/2) (the epsilon absorbs p·D/2 rounding).
+  const int64_t n_rot = std::min<int64_t>(
+      pairs, int64_t(std::floor(m.p_rope_fraction * double(pairs) + 1e-9)));
+  switch (m.positional) {
+    case Positional::kRoPE:
+      rope(m.rope_base);
+      break;
+    case Positional::kNTK:
+      rope(ntk_base(m, T));
+      break;
+    case Positional::kYaRN: {
+      rope(m.rope_base);
+      const double s = yarn_factor(m, T);
+      if (s > 1.0) {
+        const double L = double(m.train_context);
+        for (int64_t k = 0; k < pairs; ++k) {
+          const double wavelength = 2.0 * M_PI / freq[k];
+          const double r = L / wavelength;  // rotations of pair k within the training context
+          const double gamma =
+              std::clamp((r - kYaRNAlpha) / (kYaRNBeta - kYaRNAlpha), 0.0, 1.0);
+          freq[k] = (1.0 - gamma) * freq[k] / s + gamma * freq[k];
+        }
+      }
+      break;
+    }
+    case Positional::kPRoPE:
+      if (m.p_rope_variant == PRoPEVariant::kTruncate) {
+        // Barbero et al.: RoPE's frequencies, only the n_rot highest (k < n_rot) kept.
+        rope(m.rope_base);
+        for (int64_t k = n_rot; k < pairs; ++k) freq[k] = 0.0;
+      } else {
+        // modded-nanogpt: n_rot frequencies log-uniform from 1 down to 1/base, rest 0.
+        for (int64_t k = 0; k < n_rot; ++k)
+          freq[k] = n_rot == 1 ? 1.0
+                               : std::pow(1.0 / m.p_rope_base, double(k) / double(n_rot - 1));
+      }
+      break;
+    default:
+      break;
+  }
+  return freq;
+}
+
+std::vector<double> alibi_slopes(int64_t heads) {
+  // ALiBi reference (ofirpress/attention_with_linear_biases): geometric slopes 2^(−8h/n) for a
+  // power of 2 n; otherwise those of the closest power of 2 below, then every other slope of the
+  // 2× set.
+  auto power_of_2 = [](int64_t n) {
+    std::vector<double> s(n);
+    const double start = std::pow(2.0, -8.0 / double(n));
+    for (int64_t h = 0; h < n; ++h) s[h] = std::pow(start, double(h + 1));
+    return s;
+  };
+  if (heads < 1) return {};
+  if ((heads & (heads - 1)) == 0) return power_of_2(heads);
+  int64_t closest = 1;
+  while (closest * 2 <= heads) closest *= 2;
+  std::vector<double> s = power_of_2(closest);
+  const std::vector<double> extra = alibi_slopes(2 * closest);
+  for (int64_t h = 0; int64_t(s.size()) < heads; h += 2) s.push_back(extra[h]);
+  return s;
+}
+
+RotaryTables rotary_tables(const Method& m, int64_t T, const torch::TensorOptions& options) {
+  const std::vector<double> freq = rotary_frequencies(m, T);
+  if (freq.empty()) return {};
+  auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  auto f = torch::tensor(freq, f64);                           // (D/2)
+  auto angle = torch::arange(T, f64).unsqueeze(1) * f.unsqueeze(0);  // (T, D/2)
+  return {angle.cos().to(options), angle.sin().to(options)};
+}
+
+torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryTables& tables) {
+  if (!tables.defined()) return x;
+  const int64_t half = x.size(-1) / 2;
+  auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);  // (..., T, D/2) each
+  return torch::cat({x1 * tables.cos - x2 * tables.sin, x1 * tables.sin + x2 * tables.cos}, -1);
+}
+
+ScoreMod score_mod(const Method& m, int64_t T) {
+  ScoreMod mod;
+  mod.scale = float(m.score_scale * yarn_logit_multiplier(m, T));
+  switch (m.transform) {
+    case Transform::kLogN:
+      mod.row = RowFactor::kLogN;
+      break;
+    case Transform::kInfoScale: {
+      const double e = -2.0 / double(m.head_dim);
+      mod.row = RowFactor::kInfoScale;
+      mod.info_exponent = float(e);
+      mod.info_inv_denominator = float(1.0 / (1.0 - std::pow(double(m.train_context), e)));
+      break;
+    }
+    case Transform::kScaleInvariant:
+      mod.distance = DistanceMod::kScaleInvariant;
+      mod.inv_tau = float(1.0 / m.tau);
+      break;
+    default:
+      break;
+  }
+  return mod;
+}
+
+torch::Tensor alibi_slope_tensor(const Method& m) {
+  if (!m.alibi()) return {};
+  return torch::tensor(alibi_slopes(m.heads), torch::TensorOptions().dtype(torch::kFloat64));
+}
+
+// ---- closed forms ------------------------------------------------------------------------------
+
+double scale_invariant_multiplier(double tau, int64_t t) {
+  return std::sqrt(1.0 + 2.0 * std::log1p(double(t) / tau));
+}
+double scale_invariant_bias(double tau, int64_t t) { return -2.0 * std::log1p(double(t) / tau); }
+
+double row_multiplier(const Method& m, int64_t n) {
+  switch (m.transform) {
+    case Transform::kLogN:
+      return std::log(double(n));
+    case Transform::kInfoScale: {
+      const double e = -2.0 / double(m.head_dim);
+      const double r = (1.0 - std::pow(double(n), e)) /
+                       (1.0 - std::pow(double(m.train_context), e));
+      return std::max(1.0, std::sqrt(std::max(r, 0.0)));
+    }
+    default:
+      return 1.0;
+  }
+}
+
+double distance_multiplier(const Method& m, int64_t t) {
+  return m.transform == Transform::kScaleInvariant ? scale_invariant_multiplier(m.tau, t) : 1.0;
+}
+
+double distance_bias(const Method& m, int64_t t, int64_t head) {
+  double b = m.transform == Transform::kScaleInvariant ? scale_invariant_bias(m.tau, t) : 0.0;
+  if (m.alibi()) b -= alibi_slopes(m.heads).at(size_t(head)) * double(t);
+  return b;
+}
+
+double logn_initial_scale(const Method& m) { return 1.0 / std::log(double(m.train_context)); }
+
+}  // namespace attention

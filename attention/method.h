@@ -1,0 +1,117 @@
+// A method = positional encoding × logit transform, resolved once from MethodOptions into plain
+// data. For an evaluation context T it yields
+//   (a) the rotary frequencies (and cos/sin tables) applied to q and k before any kernel, and
+//   (b) the attention::ScoreMod every kernel consumes (score_mod.h).
+// Nothing downstream branches on the method's name.
+//
+// Rotary convention: half-split pairs, as in GPT-NeoX / Llama / modded-nanogpt: pair k of a head
+// vector x (D even) is (x[k], x[k + D/2]), rotated by angle i·freq_k at position i:
+//   y[k] = x[k]·cos − x[k+D/2]·sin,   y[k+D/2] = x[k]·sin + x[k+D/2]·cos.
+// A pair with frequency 0 is left unrotated (p-RoPE's dropped pairs).
+#pragma once
+
+#include "attention/score_mod.h"
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attention {
+
+struct MethodOptions;  // attention.h
+
+// Largest evaluation context any kernel accepts (distances are int in score_mod.h).
+constexpr int64_t kMaxContext = int64_t(1) << 20;
+
+enum class Positional { kNoPE, kRoPE, kPRoPE, kNTK, kYaRN, kALiBi };
+enum class Transform { kNone, kLogN, kScaleInvariant, kInfoScale };
+enum class PRoPEVariant { kRespread, kTruncate };
+
+std::vector<std::string> positional_names();  // nope, rope, p-rope, ntk, yarn, alibi
+std::vector<std::string> transform_names();   // none, logn, scale-invariant, infoscale
+std::vector<std::string> kernel_names();      // reference, fused, cuda
+std::string to_string(Positional p);
+std::string to_string(Transform t);
+
+// YaRN's NTK-by-parts ramp (arXiv 2309.00071, §3.2): α = 1, β = 32.
+constexpr double kYaRNAlpha = 1.0;
+constexpr double kYaRNBeta = 32.0;
+
+// A validated method with every default resolved.
+struct Method {
+  std::string preset;
+  Positional positional = Positional::kNoPE;
+  Transform transform = Transform::kNone;
+  PRoPEVariant p_rope_variant = PRoPEVariant::kRespread;
+  double tau = 10.0;             // scale-invariant τ
+  double rope_base = 10000.0;    // rope, ntk, yarn, p-rope (truncate)
+  double p_rope_base = 1024.0;   // p-rope (respread)
+  double p_rope_fraction = 0.5;  // fraction of the D/2 pairs that rotate (p-rope)
+  double score_scale = 0.125;    // s = score_scale · q·k (1/sqrt(D) when the option was 0)
+  int64_t train_context = 0;     // L (0 = not given; only methods that need it require it)
+  int64_t heads = 1;
+  int64_t head_dim = 64;
+  std::string kernel = "fused";
+
+  bool rotary() const;             // rope, p-rope, ntk, yarn
+  bool learned_head_scale() const  // LogN's per-head s_h
+  {
+    return transform == Transform::kLogN;
+  }
+  bool alibi() const { return positional == Positional::kALiBi; }
+};
+
+// Throws std::invalid_argument (listing valid names / the violated constraint) on bad options.
+Method resolve_method(const MethodOptions& options);
+
+// Throws std::invalid_argument when T is outside [1, kMaxContext].
+void check_context(const Method& method, int64_t T);
+
+// ---- per-context quantities --------------------------------------------------------------------
+
+// NTK-aware base at context T: base·(T/L)^(D/(D−2)) when T > L, else base.
+double ntk_base(const Method& method, int64_t T);
+// YaRN scale factor s = T/L when T > L, else 1.
+double yarn_factor(const Method& method, int64_t T);
+// YaRN logit multiplier (0.1·ln s + 1)² (1 when T ≤ L or the method is not YaRN).
+double yarn_logit_multiplier(const Method& method, int64_t T);
+// Angular frequency of each of the D/2 rotary pairs at context T (0 = unrotated); empty when
+// the method has no rotary encoding.
+std::vector<double> rotary_frequencies(const Method& method, int64_t T);
+// ALiBi slopes m_h, h = 1..H (ALiBi reference code, including its non-power-of-2 rule).
+std::vector<double> alibi_slopes(int64_t heads);
+
+// cos/sin of i·freq_k for positions i < T: both (T, D/2), in `options`' dtype/device, computed in
+// float64. Undefined tensors when the method has no rotary encoding.
+struct RotaryTables {
+  torch::Tensor cos;  // (T, D/2)
+  torch::Tensor sin;  // (T, D/2)
+  bool defined() const { return cos.defined(); }
+};
+RotaryTables rotary_tables(const Method& method, int64_t T, const torch::TensorOptions& options);
+// x: (..., T, D) → rotated x (differentiable); returns x itself for undefined tables.
+torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryTables& tables);
+
+// The score-mod every kernel consumes at context T (head_scale / alibi_slope pointers left null:
+// per-head parameters travel as tensors, see fused_cpu.h).
+ScoreMod score_mod(const Method& method, int64_t T);
+// ALiBi slopes as a (H) float64 tensor (kernels cast), undefined for other methods.
+torch::Tensor alibi_slope_tensor(const Method& method);
+
+// ---- the transform in closed form, float64 (the reference and `inspect` use these) -------------
+
+// Scale-invariant multiplier a_t = sqrt(1 + 2·ln(1 + t/τ)) and bias m_t = −2·ln(1 + t/τ).
+double scale_invariant_multiplier(double tau, int64_t t);
+double scale_invariant_bias(double tau, int64_t t);
+// Per-query factor with n visible keys, without the learned LogN scale s_h:
+// ln n (logn), max(1, sqrt((1 − n^(−2/D)) / (1 − L^(−2/D)))) (infoscale), else 1.
+double row_multiplier(const Method& method, int64_t n_visible);
+// Per-distance multiplier and bias (ALiBi's −m_h·t included in the bias for head h, 0-based).
+double distance_multiplier(const Method& method, int64_t t);
+double distance_bias(const Method& method, int64_t t, int64_t head);
+// Initial value of LogN's learned s_h: 1 / ln L.
+double logn_initial_scale(const Method& method);
+
+}  // namespace attention

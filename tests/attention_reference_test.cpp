@@ -1,0 +1,255 @@
+// The reference kernel against a straight-from-the-formula implementation written here: explicit
+// loops in float64, the papers' formulas re-derived without method.cpp (frequencies, slopes,
+// YaRN, NTK, LogN, InfoScale, scale-invariant).
+#include <gtest/gtest.h>
+
+#include "attention/attention.h"
+#include "attention/method.h"
+#include "attention/reference.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+// The test's own reading of a method.
+struct Spec {
+  std::string positional, transform;
+  double tau = 10, rope_base = 10000, p_base = 1024, p_fraction = 0.5;
+  bool truncate = false;
+  int64_t L = 64, D = 16, H = 3;
+};
+
+const std::map<std::string, std::pair<std::string, std::string>> kPresets = {
+    {"rope", {"rope", "none"}},
+    {"p-rope", {"p-rope", "none"}},
+    {"nope", {"nope", "none"}},
+    {"rope+ntk", {"ntk", "none"}},
+    {"yarn", {"yarn", "none"}},
+    {"logn+rope", {"rope", "logn"}},
+    {"logn+p-rope", {"p-rope", "logn"}},
+    {"logn+ntk", {"ntk", "logn"}},
+    {"alibi", {"alibi", "none"}},
+    {"si+p-rope", {"p-rope", "scale-invariant"}},
+    {"si+rope", {"rope", "scale-invariant"}},
+    {"si+nope", {"nope", "scale-invariant"}},
+};
+
+std::vector<double> formula_frequencies(const Spec& s, int64_t T) {
+  const int64_t P = s.D / 2;
+  std::vector<double> f(P, 0.0);
+  if (s.positional == "nope" || s.positional == "alibi") return f;
+  double base = s.rope_base;
+  if (s.positional == "ntk" && T > s.L)
+    base *= std::pow(double(T) / s.L, double(s.D) / double(s.D - 2));
+  for (int64_t k = 0; k < P; ++k) f[k] = std::pow(base, -2.0 * k / s.D);
+  if (s.positional == "yarn" && T > s.L) {
+    const double scale = double(T) / s.L;
+    for (int64_t k = 0; k < P; ++k) {
+      const double r = s.L / (2 * M_PI / f[k]);
+      const double g = r < 1 ? 0.0 : r > 32 ? 1.0 : (r - 1) / 31;
+      f[k] = (1 - g) * f[k] / scale + g * f[k];
+    }
+  }
+  if (s.positional == "p-rope") {
+    const int64_t n = int64_t(std::floor(s.p_fraction * P + 1e-9));
+    for (int64_t k = 0; k < P; ++k) {
+      if (k >= n)
+        f[k] = 0;
+      else if (!s.truncate)
+        f[k] = n == 1 ? 1.0 : std::pow(1.0 / s.p_base, double(k) / (n - 1));
+    }
+  }
+  return f;
+}
+
+// ALiBi reference code (get_slopes), ported line by line.
+std::vector<double> formula_slopes(int64_t n) {
+  auto pow2 = [](int64_t m) {
+    const double start = std::pow(2.0, -std::pow(2.0, -(std::log2(double(m)) - 3)));
+    std::vector<double> out;
+    for (int64_t i = 0; i < m; ++i) out.push_back(start * std::pow(start, double(i)));
+    return out;
+  };
+  const double lg = std::log2(double(n));
+  if (lg == std::floor(lg)) return pow2(n);
+  const int64_t closest = int64_t(1) << int64_t(std::floor(lg));
+  auto out = pow2(closest);
+  const auto extra = formula_slopes(2 * closest);
+  for (int64_t i = 0; int64_t(out.size()) < n; i += 2) out.push_back(extra[i]);
+  return out;
+}
+
+// (out (B, H, T, D), lse (B, H, T)) by explicit loops.
+std::pair<torch::Tensor, torch::Tensor> formula_attention(const torch::Tensor& q,
+                                                          const torch::Tensor& k,
+                                                          const torch::Tensor& v, const Spec& s,
+                                                          const std::vector<double>& hs) {
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3), P = D / 2;
+  const auto freq = formula_frequencies(s, T);
+  const auto slopes = formula_slopes(H);
+  double scale = 1.0 / std::sqrt(double(D));
+  if (s.positional == "yarn" && T > s.L) scale *= std::pow(0.1 * std::log(double(T) / s.L) + 1, 2);
+  auto out = torch::zeros({B, H, T, D}, torch::kFloat64);
+  auto lse = torch::zeros({B, H, T}, torch::kFloat64);
+  auto qa = q.accessor<double, 4>(), ka = k.accessor<double, 4>(), va = v.accessor<double, 4>();
+  auto oa = out.accessor<double, 4>();
+  auto la = lse.accessor<double, 3>();
+  auto rotate = [&](const auto& x, int64_t pos) {
+    std::vector<double> y(D);
+    for (int64_t d = 0; d < D; ++d) y[d] = x[d];
+    for (int64_t p = 0; p < P; ++p) {
+      const double c = std::cos(pos * freq[p]), sn = std::sin(pos * freq[p]);
+      y[p] = x[p] * c - x[p + P] * sn;
+      y[p + P] = x[p] * sn + x[p + P] * c;
+    }
+    return y;
+  };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        const auto qi = rotate(qa[b][h][i], i);
+        std::vector<double> logit(i + 1);
+        for (int64_t j = 0; j <= i; ++j) {
+          const auto kj = rotate(ka[b][h][j], j);
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += qi[d] * kj[d];
+          const double sc = scale * dot, t = double(i - j), n = double(i + 1);
+          double mult = 1, bias = 0;
+          if (s.transform == "logn") mult = hs[h] * std::log(n);
+          if (s.transform == "infoscale") {
+            const double e = -2.0 / D;
+            mult = std::max(1.0, std::sqrt((1 - std::pow(n, e)) / (1 - std::pow(double(s.L), e))));
+          }
+          if (s.transform == "scale-invariant") {
+            mult = std::sqrt(1 + 2 * std::log(1 + t / s.tau));
+            bias = -2 * std::log(1 + t / s.tau);
+          }
+          if (s.positional == "alibi") bias -= slopes[h] * t;
+          logit[j] = mult * sc + bias;
+        }
+        const double mx = *std::max_element(logit.begin(), logit.end());
+        double z = 0;
+        for (double x : logit) z += std::exp(x - mx);
+        la[b][h][i] = mx + std::log(z);
+        for (int64_t j = 0; j <= i; ++j) {
+          const double p = std::exp(logit[j] - la[b][h][i]);
+          for (int64_t d = 0; d < D; ++d) oa[b][h][i][d] += p * va[b][h][j][d];
+        }
+      }
+  return {out, lse};
+}
+
+attention::MethodOptions options_for(const std::string& preset, const Spec& s) {
+  attention::MethodOptions o;
+  o.method = preset;
+  o.tau = s.tau;
+  o.rope_base = s.rope_base;
+  o.p_rope_base = s.p_base;
+  o.p_rope_fraction = s.p_fraction;
+  o.p_rope_variant = s.truncate ? "truncate" : "respread";
+  o.train_context = s.L;
+  o.heads = s.H;
+  o.head_dim = s.D;
+  o.kernel = "reference";
+  return o;
+}
+
+double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<double>() / std::max(1e-300, b.abs().max().item<double>());
+}
+
+void check_against_formula(const std::string& preset, Spec s, int64_t B, int64_t T,
+                           const std::string& transform_override = "") {
+  const auto& pt = kPresets.at(preset);
+  s.positional = pt.first;
+  s.transform = transform_override.empty() ? pt.second : transform_override;
+  auto o = options_for(preset, s);
+  o.transform = transform_override;
+  const auto method = attention::resolve_method(o);
+  torch::manual_seed(1234 + T);
+  const auto q = torch::randn({B, s.H, T, s.D}, torch::kFloat64);
+  const auto k = torch::randn({B, s.H, T, s.D}, torch::kFloat64);
+  const auto v = torch::randn({B, s.H, T, s.D}, torch::kFloat64);
+  std::vector<double> hs;
+  torch::Tensor head;
+  if (s.transform == "logn") {
+    for (int64_t h = 0; h < s.H; ++h) hs.push_back(0.2 + 0.15 * h);  // not all equal
+    head = torch::tensor(hs, torch::kFloat64);
+  }
+  const auto [want_out, want_lse] = formula_attention(q, k, v, s, hs);
+  const auto [out, lse] = attention::reference_attention_with_lse(q, k, v, method, head);
+  const std::string what = preset + (transform_override.empty() ? "" : "/" + transform_override) +
+                           " T=" + std::to_string(T) + " L=" + std::to_string(s.L);
+  EXPECT_LT(max_rel(out, want_out), 1e-10) << what;
+  EXPECT_LT(max_rel(lse, want_lse), 1e-10) << what;
+}
+
+TEST(AttentionReference, EveryPresetMatchesTheFormulas) {
+  Spec s;
+  s.L = 32;
+  for (const auto& name : attention::preset_names()) {
+    ASSERT_TRUE(kPresets.count(name)) << name;
+    check_against_formula(name, s, 2, 1);       // a single token
+    check_against_formula(name, s, 2, 23);      // T < L
+    check_against_formula(name, s, 1, 4 * 32);  // T = 4L: ntk, yarn, logn, … scaled
+  }
+}
+
+TEST(AttentionReference, OverridesAndVariantsMatchTheFormulas) {
+  Spec s;
+  s.L = 32;
+  check_against_formula("rope", s, 1, 100, "infoscale");
+  check_against_formula("alibi", s, 1, 40, "scale-invariant");
+  check_against_formula("nope", s, 1, 40, "logn");
+  Spec t = s;
+  t.truncate = true;
+  t.p_fraction = 0.75;
+  check_against_formula("p-rope", t, 1, 50);
+  check_against_formula("si+p-rope", t, 1, 50);
+  Spec f = s;
+  f.p_fraction = 0.25;
+  f.p_base = 64;
+  f.tau = 3;
+  check_against_formula("si+p-rope", f, 1, 70);
+  Spec h6 = s;  // ALiBi's non-power-of-two slope rule inside the reference
+  h6.H = 6;
+  check_against_formula("alibi", h6, 1, 30);
+  Spec y = s;  // YaRN with a training context long enough for all three ramp regimes
+  y.L = 256;
+  y.H = 2;
+  check_against_formula("yarn", y, 1, 4 * 256);
+}
+
+TEST(AttentionReference, SlopeRulePortMatchesPinnedValues) {
+  // Sanity of the test's own port (pinned values from the ALiBi paper's code).
+  const auto s6 = formula_slopes(6);
+  const std::vector<double> want = {0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125};
+  for (int i = 0; i < 6; ++i) EXPECT_DOUBLE_EQ(s6[i], want[i]);
+  for (int64_t H : {1, 2, 3, 5, 6, 8, 12, 16, 24}) {
+    const auto a = formula_slopes(H), b = attention::alibi_slopes(H);
+    ASSERT_EQ(a.size(), b.size());
+    for (int64_t h = 0; h < H; ++h) EXPECT_NEAR(a[h], b[h], 1e-15) << H << " " << h;
+  }
+}
+
+TEST(AttentionReference, DifferentiableWithLearnedHeadScale) {
+  Spec s;
+  attention::MethodOptions o = options_for("logn+rope", s);
+  const auto method = attention::resolve_method(o);
+  const auto q = torch::randn({1, 3, 10, 16}, torch::kFloat64).requires_grad_();
+  const auto hs = torch::full({3}, 0.3, torch::kFloat64).requires_grad_();
+  const auto out = attention::reference_attention(q, q.detach(), q.detach(), method, hs);
+  out.sum().backward();
+  EXPECT_TRUE(q.grad().defined());
+  EXPECT_TRUE(hs.grad().defined());
+  EXPECT_GT(hs.grad().abs().sum().item<double>(), 0.0);
+}
+
+}  // namespace
