@@ -192,6 +192,7 @@ __global__ void __launch_bounds__(kThreads)
                    const Elem* __restrict__ v,  // (B, H, T, D)
                    Elem* __restrict__ o,        // (B, H, T, D)
                    float* __restrict__ lse,     // (B, H, T)
+                   float* __restrict__ fixed_logit_mean,  // (B, H, T), or null
                    int heads, int seq_len, ScoreMod mod) {
   constexpr int kLd = D + kPad;
   constexpr int kColGroups = D / 64;  // float4 column groups a thread owns in a (64, D) tile
@@ -213,12 +214,18 @@ __global__ void __launch_bounds__(kThreads)
   const int tx = threadIdx.x % 16;
   const int ty = threadIdx.x / 16;
 
-  // Per-row part of the logit's multiplier, score scale folded in: head_scale · row_factor(i) · scale.
+  // Per-row part of the logit's multiplier, score scale folded in: head_scale · row_factor(i) · scale
+  // (row_coef), and the same without the learned head scale (row_fixed).
   const float head_scale = mod.head_scale ? mod.head_scale[head] : 1.f;
+  // The P-weighted mean of the fixed logit is needed only for the head-scale gradient.
+  const bool track_fixed_logit = mod.head_scale != nullptr && fixed_logit_mean != nullptr;
   float row_coef[kRowsPerThread];
+  float row_fixed[kRowsPerThread];
 #pragma unroll
   for (int a = 0; a < kRowsPerThread; ++a) {
-    row_coef[a] = head_scale * row_factor<float>(mod, i0 + ty + 16 * a) * mod.scale;
+    const float factor = row_factor<float>(mod, i0 + ty + 16 * a);
+    row_coef[a] = head_scale * factor * mod.scale;
+    row_fixed[a] = factor * mod.scale;
   }
 
   load_tile<kBlockQ, D>(q_tile, q + head_offset, i0, seq_len);
@@ -227,11 +234,13 @@ __global__ void __launch_bounds__(kThreads)
   // thread's partial sum of exp(logit − max) over its columns, and its part of the unnormalised o.
   float row_max[kRowsPerThread];
   float row_sum[kRowsPerThread];
+  float fixed_sum[kRowsPerThread];  // partial Σ exp(logit − max) · fixed logit, when tracked
   float4 out[kRowsPerThread][kColGroups];
 #pragma unroll
   for (int a = 0; a < kRowsPerThread; ++a) {
     row_max[a] = kNegInf;
     row_sum[a] = 0.f;
+    fixed_sum[a] = 0.f;
 #pragma unroll
     for (int g = 0; g < kColGroups; ++g) out[a][g] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
@@ -248,6 +257,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // q (first pass), k, v and the tables are in place
 
     float score[kRowsPerThread][kColsPerThread];  // raw q_i·k_j, then the logits
+    float fixed_logit[kRowsPerThread][kColsPerThread];  // fixed_multiplier · scale · q_i·k_j
     tile_dot<D>(score, q_tile, k_tile, ty, tx);
 
 #pragma unroll
@@ -261,6 +271,7 @@ __global__ void __launch_bounds__(kThreads)
         const int j = j0 + c;
         const int dist = distance_index(r, c);
         const bool visible = j <= i && j < seq_len;
+        fixed_logit[a][b] = row_fixed[a] * dist_factor[dist] * score[a][b];
         score[a][b] = visible ? row_coef[a] * dist_factor[dist] * score[a][b] + dist_bias[dist]
                               : kNegInf;
         tile_max = fmaxf(tile_max, score[a][b]);
@@ -272,12 +283,14 @@ __global__ void __launch_bounds__(kThreads)
       const float correction = expf(row_max[a] - shift);  // 0 on the first tile
       row_max[a] = new_max;
       row_sum[a] *= correction;
+      fixed_sum[a] *= correction;
 #pragma unroll
       for (int g = 0; g < kColGroups; ++g) scale4(out[a][g], correction);
 #pragma unroll
       for (int b = 0; b < kColsPerThread; ++b) {
         const float p = expf(score[a][b] - shift);  // exactly 0 for masked pairs
         row_sum[a] += p;
+        if (track_fixed_logit) fixed_sum[a] = fmaf(p, fixed_logit[a][b], fixed_sum[a]);
         p_tile[r * kPTileLd + tx + 16 * b] = p;
       }
     }
@@ -309,10 +322,11 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  // o = out / Σ exp, lse = max + log Σ exp.
+  // o = out / Σ exp, lse = max + log Σ exp, fixed_logit_mean = Σ exp · fixed logit / Σ exp.
 #pragma unroll
   for (int a = 0; a < kRowsPerThread; ++a) {
     const float total = row_sum16(row_sum[a]);  // all lanes: shuffles before any divergence
+    const float fixed_total = track_fixed_logit ? row_sum16(fixed_sum[a]) : 0.f;  // uniform branch
     const int i = i0 + ty + 16 * a;
     if (i >= seq_len) continue;
     const float inv_total = 1.f / total;
@@ -323,7 +337,11 @@ __global__ void __launch_bounds__(kThreads)
       scale4(value, inv_total);
       store4(o_row + 4 * tx + 64 * g, value);
     }
-    if (tx == 0) lse[static_cast<size_t>(batch_head) * seq_len + i] = row_max[a] + logf(total);
+    if (tx == 0) {
+      const size_t row = static_cast<size_t>(batch_head) * seq_len + i;
+      lse[row] = row_max[a] + logf(total);
+      if (track_fixed_logit) fixed_logit_mean[row] = fixed_total * inv_total;
+    }
   }
 }
 
@@ -366,7 +384,7 @@ constexpr size_t backward_smem_bytes() {
   return sizeof(float) * (static_cast<size_t>(2 * kBlockK + 2 * kBlockQ) * (D + kPad)  // k v q dO
                           + 2 * kBlockQ * kPTileLd       // p, dS
                           + 2 * kDistanceTableLen        // distance
-                          + 4 * kBlockQ                  // per-row lse, delta, coefficients
+                          + 5 * kBlockQ                  // per-row lse, delta, coefficients, mean
                           + kThreads / 32);              // block reduction
 }
 
@@ -381,6 +399,7 @@ __global__ void __launch_bounds__(kThreads)
                     const Elem* __restrict__ d_o,     // (B, H, T, D)
                     const float* __restrict__ lse,    // (B, H, T)
                     const float* __restrict__ delta,  // (B, H, T)
+                    const float* __restrict__ fixed_logit_mean,  // (B, H, T); read if dhead_scale
                     float* __restrict__ dq_accum,     // (B, H, T, D) fp32, zeroed
                     Elem* __restrict__ dk,            // (B, H, T, D)
                     Elem* __restrict__ dv,            // (B, H, T, D)
@@ -402,7 +421,8 @@ __global__ void __launch_bounds__(kThreads)
   float* row_delta = row_lse + kBlockQ;                 // (64)
   float* row_coef = row_delta + kBlockQ;                // (64) head_scale · row_factor · scale
   float* row_fixed = row_coef + kBlockQ;                // (64) row_factor · scale
-  float* reduce_scratch = row_fixed + kBlockQ;          // (kThreads / 32)
+  float* row_fixed_mean = row_fixed + kBlockQ;          // (64) Σ_j P_ij · fixed logit
+  float* reduce_scratch = row_fixed_mean + kBlockQ;     // (kThreads / 32)
 
   const int k_tile_index = blockIdx.x;  // tile 0 has the most query tiles: launched first
   const int j0 = k_tile_index * kBlockK;
@@ -413,6 +433,7 @@ __global__ void __launch_bounds__(kThreads)
   const int tx = threadIdx.x % 16;
   const int ty = threadIdx.x / 16;
   const float head_scale = mod.head_scale ? mod.head_scale[head] : 1.f;
+  const bool want_dhead_scale = mod.head_scale != nullptr && dhead_scale != nullptr;
 
   load_tile<kBlockK, D>(k_tile, k + head_offset, j0, seq_len);
   load_tile<kBlockK, D>(v_tile, v + head_offset, j0, seq_len);
@@ -428,7 +449,11 @@ __global__ void __launch_bounds__(kThreads)
       dv_acc[a][g] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
-  float dhead_scale_part = 0.f;  // this thread's share of Σ fixed_multiplier·scale·q·k·dLogit
+  // This thread's share of dhead_scale = Σ_ij c_ij · dLogit_ij (c = fixed_multiplier · scale · q·k),
+  // summed as Σ_ij P_ij (c_ij − mean_i c) dP_ij: equal because Σ_j P_ij = 1 and
+  // delta_i = Σ_j P_ij dP_ij, but free of delta, which the rounding of o to bf16 perturbs and
+  // which the plain form multiplies by the large mean_i c.
+  float dhead_scale_part = 0.f;
 
   // Query rows i < j0 see none of these keys: start at the diagonal tile.
   const int num_q_tiles = ceil_div(seq_len, kBlockQ);
@@ -446,6 +471,7 @@ __global__ void __launch_bounds__(kThreads)
       row_delta[r] = valid ? delta[row_offset + i] : 0.f;
       row_coef[r] = head_scale * factor * mod.scale;  // same expression as the forward pass
       row_fixed[r] = factor * mod.scale;
+      row_fixed_mean[r] = valid && want_dhead_scale ? fixed_logit_mean[row_offset + i] : 0.f;
     }
     __syncthreads();  // k, v (first pass), q, dO, tables and row terms are in place
 
@@ -468,7 +494,8 @@ __global__ void __launch_bounds__(kThreads)
         const float logit = row_coef[r] * factor * score[a][b] + dist_bias[dist];
         const float p = visible ? expf(logit - row_lse[r]) : 0.f;
         const float dlogit = p * (dprob[a][b] - row_delta[r]);
-        dhead_scale_part += row_fixed[r] * factor * score[a][b] * dlogit;
+        const float fixed_logit = row_fixed[r] * factor * score[a][b];
+        dhead_scale_part += p * (fixed_logit - row_fixed_mean[r]) * dprob[a][b];
         p_tile[r * kPTileLd + c] = p;
         ds_tile[r * kPTileLd + c] = dlogit * row_coef[r] * factor;  // chain rule through s = q·k
       }
@@ -557,7 +584,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // Σ over the block, then over blocks (and batches) with one atomic per block.
-  if (dhead_scale != nullptr && mod.head_scale != nullptr) {  // uniform across the block
+  if (want_dhead_scale) {  // uniform across the block
     const float warp_total = warp_sum(dhead_scale_part);
     if (threadIdx.x % 32 == 0) reduce_scratch[threadIdx.x / 32] = warp_total;
     __syncthreads();
@@ -599,8 +626,8 @@ cudaError_t launch_forward(const FusedArgs& args, cudaStream_t stream) {
   const dim3 grid(ceil_div(args.seq_len, kBlockQ), args.batch * args.heads);
   kernel<<<grid, kThreads, smem, stream>>>(
       static_cast<const Elem*>(args.q), static_cast<const Elem*>(args.k),
-      static_cast<const Elem*>(args.v), static_cast<Elem*>(args.o), args.lse, args.heads,
-      args.seq_len, args.mod);
+      static_cast<const Elem*>(args.v), static_cast<Elem*>(args.o), args.lse, args.fixed_logit_mean,
+      args.heads, args.seq_len, args.mod);
   return cudaGetLastError();
 }
 
@@ -635,7 +662,8 @@ cudaError_t launch_backward(const FusedArgs& args, cudaStream_t stream) {
   const dim3 grid(ceil_div(args.seq_len, kBlockK), args.batch * args.heads);
   kernel<<<grid, kThreads, smem, stream>>>(
       static_cast<const Elem*>(args.q), static_cast<const Elem*>(args.k),
-      static_cast<const Elem*>(args.v), static_cast<const Elem*>(args.d_o), args.lse, delta, dq_accum,
+      static_cast<const Elem*>(args.v), static_cast<const Elem*>(args.d_o), args.lse, delta,
+      args.fixed_logit_mean, dq_accum,
       static_cast<Elem*>(args.dk), static_cast<Elem*>(args.dv), args.dhead_scale, args.heads,
       args.seq_len, args.mod);
   status = cudaGetLastError();
@@ -690,6 +718,9 @@ cudaError_t fused_attention_backward(const FusedArgs& args, cudaStream_t stream)
     if (buffer == nullptr || !is_aligned16(buffer)) return cudaErrorInvalidValue;
   }
   if (args.lse == nullptr || args.workspace == nullptr || !is_aligned16(args.workspace)) {
+    return cudaErrorInvalidValue;
+  }
+  if (args.mod.head_scale != nullptr && args.dhead_scale != nullptr && args.fixed_logit_mean == nullptr) {
     return cudaErrorInvalidValue;
   }
   const bool bf16 = args.dtype == DType::kBFloat16;

@@ -10,7 +10,8 @@
 // tile by tile with an online softmax, never materialising the T×T matrix. Backward recomputes P
 // from the saved lse and uses dLogit = P ⊙ (dP − rowsum(dO ⊙ O)), dP = dO·Vᵀ; the gradient of
 // q·k is multiplier · scale · dLogit, and that of the learned head scale is
-// Σ_{i,j} fixed_multiplier · scale · q·k · dLogit.
+// Σ_{i,j} fixed_multiplier · scale · q·k · dLogit, computed in the equivalent form
+// Σ_i Σ_j P_ij (c_ij − Σ_k P_ik c_ik) dP_ij with c = fixed_multiplier · scale · q·k.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,6 +47,11 @@ struct FusedArgs {
   // Forward outputs; backward inputs.
   void* o = nullptr;        // (B, H, T, D)
   float* lse = nullptr;     // (B, H, T) float32: per-row log-sum-exp of the logits
+  // (B, H, T) float32, used only when mod.head_scale is set: per-row mean under P of the "fixed
+  // logit" c_ij = fixed_multiplier · scale · q_i·k_j (the part of the logit head_scale multiplies).
+  // Lets backward write dhead_scale as Σ_ij P_ij (c_ij − mean_i) dP_ij, free of the rounding of o
+  // to bf16. Forward writes it when non-null; backward needs it when dhead_scale is requested.
+  float* fixed_logit_mean = nullptr;
 
   // Backward only.
   const void* d_o = nullptr;     // (B, H, T, D) gradient of the loss w.r.t. o
@@ -69,7 +75,8 @@ cudaError_t fused_attention_forward(const FusedArgs& args, cudaStream_t stream);
 // element type is bf16.
 std::size_t fused_attention_backward_workspace_bytes(const FusedArgs& args);
 
-// Writes dq, dk, dv and dhead_scale from q, k, v, o, lse (of the forward pass) and d_o.
+// Writes dq, dk, dv and dhead_scale from q, k, v, o, lse, fixed_logit_mean (of the forward pass)
+// and d_o.
 // Asynchronous on `stream`.
 cudaError_t fused_attention_backward(const FusedArgs& args, cudaStream_t stream);
 

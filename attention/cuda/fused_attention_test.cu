@@ -111,8 +111,11 @@ Result reference(const std::vector<double>& q, const std::vector<double>& k,
             mutable_row(r.dk, j)[d] += ds * row(q, i)[d];
             mutable_row(r.dv, j)[d] += probs[j] * row(d_o, i)[d];
           }
-          r.dhead_scale[h] +=
-              attention::fixed_multiplier<double>(mod, i, t) * mod.scale * dots[j] * dlogit;
+          // Only a learned head scale has a gradient (the kernel writes zeros otherwise).
+          if (mod.head_scale) {
+            r.dhead_scale[h] +=
+                attention::fixed_multiplier<double>(mod, i, t) * mod.scale * dots[j] * dlogit;
+          }
         }
       }
     }
@@ -179,7 +182,7 @@ Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
   const size_t bytes = elems * element_bytes(dtype);
   DeviceBuffer q_dev(bytes), k_dev(bytes), v_dev(bytes), o_dev(bytes), d_o_dev(bytes);
   DeviceBuffer dq_dev(bytes), dk_dev(bytes), dv_dev(bytes);
-  DeviceBuffer lse_dev(rows * 4), dhead_scale_dev(kHeads * 4);
+  DeviceBuffer lse_dev(rows * 4), fixed_logit_mean_dev(rows * 4), dhead_scale_dev(kHeads * 4);
   upload(q_dev, q, dtype);
   upload(k_dev, k, dtype);
   upload(v_dev, v, dtype);
@@ -197,6 +200,7 @@ Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
   args.v = v_dev.ptr;
   args.o = o_dev.ptr;
   args.lse = static_cast<float*>(lse_dev.ptr);
+  args.fixed_logit_mean = static_cast<float*>(fixed_logit_mean_dev.ptr);
   args.d_o = d_o_dev.ptr;
   args.dq = dq_dev.ptr;
   args.dk = dk_dev.ptr;

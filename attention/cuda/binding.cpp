@@ -1,0 +1,202 @@
+// Autograd wrapper around the fused CUDA attention kernels. Uses only APIs present in LibTorch
+// 1.13 and 2.x: torch::autograd::Function, c10::cuda::CUDAGuard, c10::cuda::getCurrentCUDAStream
+// (what at::cuda::getCurrentCUDAStream forwards to; its header, unlike ATen/cuda/CUDAContext.h,
+// does not pull in the cuBLAS / cuSPARSE headers).
+#include "attention/cuda/binding.h"
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/autograd.h>
+
+#include <cstdint>
+
+#include "attention/cuda/fused_attention.cuh"
+
+namespace attention::cuda {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+DType element_type(const torch::Tensor& t) {
+  TORCH_CHECK(t.scalar_type() == torch::kFloat32 || t.scalar_type() == torch::kBFloat16,
+              "fused_attention: expected float32 or bfloat16, got ", t.scalar_type());
+  return t.scalar_type() == torch::kFloat32 ? DType::kFloat32 : DType::kBFloat16;
+}
+
+// Contiguous and 16-byte aligned, as the kernels require (they move 4 elements at a time).
+torch::Tensor kernel_ready(const torch::Tensor& t) {
+  torch::Tensor result = t.contiguous();
+  if (reinterpret_cast<std::uintptr_t>(result.data_ptr()) % 16 != 0) result = result.clone();
+  return result;
+}
+
+void check_cuda(cudaError_t status, const char* what) {
+  TORCH_CHECK(status == cudaSuccess, "fused_attention ", what, ": ", cudaGetErrorString(status));
+}
+
+// The non-pointer fields of a ScoreMod, kept in ctx->saved_data between forward and backward.
+void save_mod(AutogradContext* ctx, const ScoreMod& mod) {
+  ctx->saved_data["scale"] = static_cast<double>(mod.scale);
+  ctx->saved_data["row"] = static_cast<int64_t>(mod.row);
+  ctx->saved_data["info_exponent"] = static_cast<double>(mod.info_exponent);
+  ctx->saved_data["info_inv_denominator"] = static_cast<double>(mod.info_inv_denominator);
+  ctx->saved_data["distance"] = static_cast<int64_t>(mod.distance);
+  ctx->saved_data["inv_tau"] = static_cast<double>(mod.inv_tau);
+}
+
+ScoreMod load_mod(AutogradContext* ctx) {
+  ScoreMod mod;
+  mod.scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
+  mod.row = static_cast<RowFactor>(ctx->saved_data["row"].toInt());
+  mod.info_exponent = static_cast<float>(ctx->saved_data["info_exponent"].toDouble());
+  mod.info_inv_denominator = static_cast<float>(ctx->saved_data["info_inv_denominator"].toDouble());
+  mod.distance = static_cast<DistanceMod>(ctx->saved_data["distance"].toInt());
+  mod.inv_tau = static_cast<float>(ctx->saved_data["inv_tau"].toDouble());
+  return mod;
+}
+
+FusedArgs make_args(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                    ScoreMod mod, const torch::Tensor& head_scale, const torch::Tensor& alibi_slope) {
+  FusedArgs args;
+  args.batch = static_cast<int>(q.size(0));
+  args.heads = static_cast<int>(q.size(1));
+  args.seq_len = static_cast<int>(q.size(2));
+  args.head_dim = static_cast<int>(q.size(3));
+  args.dtype = element_type(q);
+  mod.head_scale = head_scale.defined() ? head_scale.data_ptr<float>() : nullptr;
+  mod.alibi_slope = alibi_slope.defined() ? alibi_slope.data_ptr<float>() : nullptr;
+  args.mod = mod;
+  args.q = q.data_ptr();
+  args.k = k.data_ptr();
+  args.v = v.data_ptr();
+  return args;
+}
+
+// head_scale and alibi_slope travel as optionals: an undefined at::Tensor argument is not allowed
+// by torch::autograd::Function (it records metadata of every tensor argument).
+class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in,
+                               const torch::Tensor& k_in, const torch::Tensor& v_in,
+                               const c10::optional<torch::Tensor>& head_scale_in,
+                               const c10::optional<torch::Tensor>& alibi_slope_in,
+                               const ScoreMod& mod) {
+    const c10::cuda::CUDAGuard device_guard(q_in.device());
+    const torch::Tensor q = kernel_ready(q_in), k = kernel_ready(k_in), v = kernel_ready(v_in);
+    const torch::Tensor head_scale = head_scale_in ? kernel_ready(*head_scale_in) : torch::Tensor();
+    const torch::Tensor alibi_slope =
+        alibi_slope_in ? kernel_ready(*alibi_slope_in) : torch::Tensor();
+
+    FusedArgs args = make_args(q, k, v, mod, head_scale, alibi_slope);
+    torch::Tensor o = torch::empty_like(q);                                        // (B, H, T, D)
+    const auto row_options = q.options().dtype(torch::kFloat32);
+    torch::Tensor lse = torch::empty({q.size(0), q.size(1), q.size(2)}, row_options);  // (B, H, T)
+    // (B, H, T): what the head-scale gradient needs from the forward pass.
+    torch::Tensor fixed_logit_mean = head_scale.defined()
+                                         ? torch::empty({q.size(0), q.size(1), q.size(2)}, row_options)
+                                         : torch::Tensor();
+    args.o = o.data_ptr();
+    args.lse = lse.data_ptr<float>();
+    args.fixed_logit_mean =
+        fixed_logit_mean.defined() ? fixed_logit_mean.data_ptr<float>() : nullptr;
+    check_cuda(fused_attention_forward(args, c10::cuda::getCurrentCUDAStream().stream()), "forward");
+
+    // Undefined tensors are not saved: flags say which optional ones follow the fixed five.
+    variable_list saved = {q, k, v, o, lse};
+    if (head_scale.defined()) {
+      saved.push_back(head_scale);
+      saved.push_back(fixed_logit_mean);
+    }
+    if (alibi_slope.defined()) saved.push_back(alibi_slope);
+    ctx->save_for_backward(saved);
+    ctx->saved_data["has_head_scale"] = head_scale.defined();
+    ctx->saved_data["has_alibi_slope"] = alibi_slope.defined();
+    save_mod(ctx, mod);
+    return o;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor& q = saved[0];
+    const torch::Tensor& k = saved[1];
+    const torch::Tensor& v = saved[2];
+    const torch::Tensor& o = saved[3];
+    const torch::Tensor& lse = saved[4];
+    size_t next = 5;
+    const bool has_head_scale = ctx->saved_data["has_head_scale"].toBool();
+    const torch::Tensor head_scale = has_head_scale ? saved[next++] : torch::Tensor();
+    const torch::Tensor fixed_logit_mean = has_head_scale ? saved[next++] : torch::Tensor();
+    const torch::Tensor alibi_slope =
+        ctx->saved_data["has_alibi_slope"].toBool() ? saved[next++] : torch::Tensor();
+
+    const c10::cuda::CUDAGuard device_guard(q.device());
+    const torch::Tensor d_o = kernel_ready(grad_outputs[0].to(q.scalar_type()));  // (B, H, T, D)
+    torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
+    torch::Tensor dhead_scale =
+        head_scale.defined() ? torch::empty_like(head_scale) : torch::Tensor();  // (H)
+
+    FusedArgs args = make_args(q, k, v, load_mod(ctx), head_scale, alibi_slope);
+    args.o = o.data_ptr();
+    args.lse = lse.data_ptr<float>();
+    args.fixed_logit_mean =
+        fixed_logit_mean.defined() ? fixed_logit_mean.data_ptr<float>() : nullptr;
+    args.d_o = d_o.data_ptr();
+    args.dq = dq.data_ptr();
+    args.dk = dk.data_ptr();
+    args.dv = dv.data_ptr();
+    args.dhead_scale = dhead_scale.defined() ? dhead_scale.data_ptr<float>() : nullptr;
+    const torch::Tensor workspace = torch::empty(
+        {static_cast<int64_t>(fused_attention_backward_workspace_bytes(args))},
+        q.options().dtype(torch::kUInt8));
+    args.workspace = workspace.data_ptr();
+    check_cuda(fused_attention_backward(args, c10::cuda::getCurrentCUDAStream().stream()),
+               "backward");
+
+    // One gradient per forward argument: q, k, v, head_scale, alibi_slope, mod.
+    return {dq, dk, dv, dhead_scale, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+void check_per_head(const torch::Tensor& t, const char* name, const torch::Tensor& q) {
+  TORCH_CHECK(t.dim() == 1 && t.size(0) == q.size(1), "fused_attention: ", name,
+              " must have shape (H) = (", q.size(1), "), got ", t.sizes());
+  TORCH_CHECK(t.scalar_type() == torch::kFloat32, "fused_attention: ", name, " must be float32");
+  TORCH_CHECK(t.device() == q.device(), "fused_attention: ", name, " must be on ", q.device());
+}
+
+}  // namespace
+
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const attention::ScoreMod& mod, const torch::Tensor& head_scale,
+                              const torch::Tensor& alibi_slope) {
+  TORCH_CHECK(q.is_cuda(), "fused_attention: q must be a CUDA tensor");
+  TORCH_CHECK(q.dim() == 4, "fused_attention: q must be (B, H, T, D), got ", q.sizes());
+  TORCH_CHECK(k.sizes() == q.sizes() && v.sizes() == q.sizes(),
+              "fused_attention: q, k, v must have equal shapes, got ", q.sizes(), ", ", k.sizes(),
+              ", ", v.sizes());
+  TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
+              "fused_attention: q, k, v must have the same dtype");
+  TORCH_CHECK(k.device() == q.device() && v.device() == q.device(),
+              "fused_attention: q, k, v must be on the same device");
+  TORCH_CHECK(fused_attention_supported(static_cast<int>(q.size(3)), element_type(q)),
+              "fused_attention: head dim must be 64 or 128, got ", q.size(3));
+  TORCH_CHECK(q.size(0) * q.size(1) <= 65535, "fused_attention: B·H must be at most 65535");
+  TORCH_CHECK(q.size(2) <= INT32_MAX, "fused_attention: sequence too long");
+
+  c10::optional<torch::Tensor> head_scale_arg, alibi_slope_arg;
+  if (head_scale.defined()) {
+    check_per_head(head_scale, "head_scale", q);
+    head_scale_arg = head_scale;
+  }
+  if (alibi_slope.defined()) {
+    check_per_head(alibi_slope, "alibi_slope", q);
+    // The kernels have no slope gradient: refuse rather than silently return zero.
+    TORCH_CHECK(!(alibi_slope.requires_grad() && torch::GradMode::is_enabled()),
+                "fused_attention: alibi_slope gradients are not implemented (detach it)");
+    alibi_slope_arg = alibi_slope;
+  }
+  return FusedAttentionFunction::apply(q, k, v, head_scale_arg, alibi_slope_arg, mod);
+}
+
+}  // namespace attention::cuda

@@ -1,0 +1,27 @@
+// LibTorch binding of the fused CUDA attention kernels (attention/cuda/fused_attention.cuh).
+// Compiled only when LibTorch has CUDA (CMake HARNESS_TORCH_CUDA); callers guard their use with
+// #ifdef HARNESS_WITH_CUDA_KERNEL.
+#pragma once
+
+#include <torch/types.h>
+
+#include "attention/score_mod.h"
+
+namespace attention::cuda {
+
+// Causal attention o = softmax(logit)·v with logit = multiplier·scale·q·k + bias as described by
+// `mod` (attention/score_mod.h), differentiable w.r.t. q, k, v and head_scale.
+//
+//   q, k, v      (B, H, T, D) CUDA tensors, float32 or bfloat16 (all the same), D ∈ {64, 128}
+//   mod          scale and row / distance terms; its head_scale and alibi_slope pointers are
+//                ignored and replaced by those of the two tensors below
+//   head_scale   undefined, or (H) float32 on q's device (learned per-head multiplier; may
+//                require grad)
+//   alibi_slope  undefined, or (H) float32 on q's device (must not require grad)
+//
+// Returns o: (B, H, T, D), q's dtype. Non-contiguous inputs are copied.
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const attention::ScoreMod& mod, const torch::Tensor& head_scale,
+                              const torch::Tensor& alibi_slope);
+
+}  // namespace attention::cuda
