@@ -14,10 +14,10 @@ function(harness_warnings target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
 endfunction()
 
-# A stage library: every .cpp below the folder except main.cpp, cuda/ and cli/, public include root = repository root.
+# A stage library: every .cpp below the folder except main.cpp, cuda/, cli/ and spm_module/, public include root = repository root.
 function(harness_stage_library name dir)
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${dir}/*.cpp)
-  list(FILTER sources EXCLUDE REGEX "/(cuda|cli)/")
+  list(FILTER sources EXCLUDE REGEX "/(cuda|cli|spm_module)/")
   list(FILTER sources EXCLUDE REGEX "/main\\.cpp$")
   add_library(${name} STATIC ${sources})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})

@@ -18,5 +18,6 @@ struct Command {
 const std::vector<Command>& commands();
 
 int train_command(const Args& args);
+int config_command(const Args& args);
 
 }  // namespace harness::cli

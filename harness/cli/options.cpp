@@ -1,0 +1,57 @@
+#include "harness/cli/options.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <iostream>
+
+#include "harness/util/errors.h"
+
+namespace harness::cli {
+
+bool parse(const std::string& usage, const Args& args, po::options_description& options,
+           po::variables_map& vm, const po::positional_options_description* positional) {
+  options.add_options()("help,h", "show this help");
+  try {
+    auto parser = po::command_line_parser(args).options(options);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), vm);
+    if (vm.count("help")) {
+      std::cout << usage << "\n\n" << options << "\n";
+      return false;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw InputError(fmt::format("{}\n\n{}\n{}", e.what(), usage, fmt::format("{}", [&] {
+                                   std::ostringstream os;
+                                   os << options;
+                                   return os.str();
+                                 }())));
+  }
+  return true;
+}
+
+config::LoadedConfig load_config_with_overrides(const std::string& path,
+                                                const std::vector<std::string>& overrides) {
+  config::LoadedConfig loaded = config::load_run_config(path);
+  if (overrides.empty()) return loaded;
+  for (const auto& item : overrides) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw InputError(fmt::format("--set {}: expected key=value, e.g. --set attention.tau=L/400", item));
+    const config::Location at{"--set " + item, 0, 0};
+    YAML::Node value;
+    try {
+      value = YAML::Load(item.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      throw InputError(fmt::format("{}: cannot parse the value: {}", at.str(), e.msg));
+    }
+    config::apply_override(loaded, item.substr(0, eq), value, at);
+  }
+  loaded.text += "\n# command-line overrides\n";
+  for (const auto& item : overrides) loaded.text += fmt::format("# --set {}\n", item);
+  config::resolve_and_validate(loaded);
+  return loaded;
+}
+
+}  // namespace harness::cli

@@ -1,0 +1,67 @@
+#include "harness/train/checkpoint.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <fcntl.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+namespace harness::train {
+
+namespace {
+void fsync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+torch::Tensor scalar(int64_t v) { return torch::tensor({v}, torch::kLong); }
+int64_t read_scalar(torch::serialize::InputArchive& a, const std::string& key) {
+  torch::Tensor t;
+  a.read(key, t);
+  return t.item<int64_t>();
+}
+}  // namespace
+
+void save_checkpoint(const std::string& path, models::GPT& model, const models::Optimizers& optim,
+                     const CheckpointState& state) {
+  torch::serialize::OutputArchive archive;
+  model->save(archive);
+  optim.save(archive);
+  archive.write("run_step", scalar(state.step));
+  archive.write("run_tokens", scalar(state.tokens));
+  archive.write("run_cursor_epoch", scalar(int64_t(state.cursor.epoch)));
+  archive.write("run_cursor_position", scalar(int64_t(state.cursor.position)));
+  archive.write("run_config_hash", c10::IValue(state.config_hash));
+  archive.write("run_rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
+  const std::string tmp = path + ".tmp";
+  archive.save_to(tmp);
+  fsync_file(tmp);
+  std::filesystem::rename(tmp, path);
+}
+
+CheckpointState load_checkpoint(const std::string& path, models::GPT& model,
+                                models::Optimizers& optim) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(path);
+  CheckpointState state;
+  c10::IValue hash;
+  archive.read("run_config_hash", hash);
+  state.config_hash = hash.toStringRef();
+  model->load(archive);
+  optim.load(archive);
+  state.step = read_scalar(archive, "run_step");
+  state.tokens = read_scalar(archive, "run_tokens");
+  state.cursor.epoch = uint64_t(read_scalar(archive, "run_cursor_epoch"));
+  state.cursor.position = uint64_t(read_scalar(archive, "run_cursor_position"));
+  torch::Tensor rng;
+  archive.read("run_rng_cpu", rng);
+  auto generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
+  generator.set_state(rng);
+  return state;
+}
+
+}  // namespace harness::train

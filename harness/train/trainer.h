@@ -1,0 +1,38 @@
+// One training run, end to end: data → model → optimiser steps → validation at every context →
+// checkpoints and results/<run>/run.h5. Resumable, interruptible, never loses finished work.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "harness/config/schema.h"
+#include "results/run_file.h"
+
+namespace harness::train {
+
+struct TrainOptions {
+  std::string run_dir;     // "" = <run.out_dir>/<name>
+  bool resume = false;     // continue from the last checkpoint if there is one, else start
+  bool overwrite = false;  // discard an existing run in run_dir
+  int progress_bar = -1;   // 1 on, 0 off, -1 when stderr is a terminal
+};
+
+struct TrainOutcome {
+  results::RunState state = results::RunState::kRunning;
+  std::string reason;
+  int64_t step = 0;
+  std::string run_dir;
+  std::map<int64_t, double> eval_loss;  // last validation loss by context
+};
+
+// Files of a run directory.
+struct RunPaths {
+  std::string dir, results, checkpoint, log, config;
+  explicit RunPaths(const std::string& dir);
+};
+
+// Throws harness::InputError on bad input, before anything is written.
+TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& options);
+
+}  // namespace harness::train
