@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# GPU check of the fused CUDA attention kernels (attention/cuda/), for a machine with an NVIDIA GPU,
+# nvcc and a pip-installed torch 2.x (no apt, no internet needed). Run from the repository root:
+#
+#     scripts/gpu-check.sh
+#
+#  1. builds the kernels and the torch-free test (attention/cuda/fused_attention_test.cu) with nvcc
+#     and runs the test (float64 CPU reference, fp32 + bf16, D 64/128, T 1/37/200);
+#  2. builds the LibTorch binding and attention/cuda/gpu_check.cpp against that torch's LibTorch
+#     (directly with nvcc + g++, not the whole harness, whose other dependencies may be missing)
+#     and checks forward and backward against float64 torch ops;
+#  3. times ours against FlexAttention (attention/cuda/flex_bench.py, torch.compile'd) at
+#     T ∈ {1024, 4096, 16384}, B=1, H=6, D=128, scale-invariant logits, and prints one table.
+#
+# Bounded to finish within 10 minutes. Build products go to build-gpu-check/ (GPU_CHECK_BUILD).
+# Environment overrides: NVCC, PYTHON, CXX, GPU_CHECK_BUILD.
+# Exit code: 0 when the checks pass, 1 when a check fails, 2 when something needed is missing.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
+ROOT=$(pwd)
+BUILD=${GPU_CHECK_BUILD:-build-gpu-check}
+mkdir -p "$BUILD"
+DEADLINE_S=570  # stay inside 10 minutes
+status=0
+
+say() { printf '\n== %s\n' "$*"; }
+missing() { printf 'gpu-check: MISSING: %s\n' "$*" >&2; exit 2; }
+remaining() { echo $((DEADLINE_S - SECONDS)); }
+
+# ---------------------------------------------------------------------------------------------
+say "tools"
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+[[ -x $NVCC ]] || missing "nvcc (not on PATH, not at /usr/local/cuda/bin/nvcc; set NVCC=...)"
+CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
+CXX=${CXX:-g++}
+command -v "$CXX" >/dev/null || missing "a C++ compiler ($CXX; set CXX=...)"
+echo "nvcc: $NVCC ($("$NVCC" --version | tail -1))"
+
+# The python with torch: $PYTHON, else python3 on PATH, else the system one.
+PYTHON_FOUND=""
+for candidate in ${PYTHON:-} python3 /usr/bin/python3 /usr/local/bin/python3; do
+  if command -v "$candidate" >/dev/null && "$candidate" -c 'import torch' 2>/dev/null; then
+    PYTHON_FOUND=$(command -v "$candidate")
+    break
+  fi
+done
+[[ -n $PYTHON_FOUND ]] || missing "a python3 with torch (tried: ${PYTHON:-} python3 /usr/bin/python3 /usr/local/bin/python3; set PYTHON=...)"
+PYTHON=$PYTHON_FOUND
+
+eval "$("$PYTHON" - <<'EOF'
+import os, shlex, torch
+values = {
+    "TORCH_DIR": os.path.dirname(torch.__file__),
+    "TORCH_VERSION": torch.__version__,
+    "TORCH_CUDA_VERSION": torch.version.cuda or "",
+    "TORCH_ABI": int(torch._C._GLIBCXX_USE_CXX11_ABI),
+    "TORCH_CMAKE_PREFIX": torch.utils.cmake_prefix_path,
+    "TORCH_SEES_GPU": int(torch.cuda.is_available()),
+    "GPU_ARCH": "".join(map(str, torch.cuda.get_device_capability())) if torch.cuda.is_available() else "",
+    "GPU_NAME": torch.cuda.get_device_name() if torch.cuda.is_available() else "",
+}
+for key, value in values.items():
+    print(f"{key}={shlex.quote(str(value))}")
+EOF
+)" || missing "could not query torch with $PYTHON"
+echo "python: $PYTHON, torch $TORCH_VERSION (CUDA ${TORCH_CUDA_VERSION:-none}, C++11 ABI $TORCH_ABI) at $TORCH_DIR"
+[[ -n $TORCH_CUDA_VERSION ]] || missing "a CUDA build of torch (this one is CPU-only)"
+[[ $TORCH_SEES_GPU == 1 ]] || missing "a visible NVIDIA GPU (torch.cuda.is_available() is False; nvidia-smi: $(nvidia-smi -L 2>&1 | head -1))"
+echo "GPU: $GPU_NAME (sm_$GPU_ARCH)"
+GENCODE=(-gencode "arch=compute_${GPU_ARCH},code=sm_${GPU_ARCH}")
+
+# ---------------------------------------------------------------------------------------------
+say "1/3 build kernels + torch-free test (nvcc)"
+NVCC_FLAGS=(-std=c++17 -O3 -lineinfo "${GENCODE[@]}" -I"$ROOT")
+"$NVCC" "${NVCC_FLAGS[@]}" -Xcompiler -fPIC -c attention/cuda/fused_attention.cu -o "$BUILD/fused_attention.o" \
+  || { echo "gpu-check: FAILED to compile attention/cuda/fused_attention.cu"; exit 1; }
+"$NVCC" "${NVCC_FLAGS[@]}" attention/cuda/fused_attention_test.cu "$BUILD/fused_attention.o" -o "$BUILD/attention_cuda_test" \
+  || { echo "gpu-check: FAILED to build attention_cuda_test"; exit 1; }
+
+say "1/3 run attention_cuda_test"
+timeout 240 "$BUILD/attention_cuda_test"
+test_status=$?
+case $test_status in
+  0) echo "attention_cuda_test: PASSED" ;;
+  77) echo "attention_cuda_test: SKIPPED (it sees no CUDA device)"; status=1 ;;
+  124) echo "attention_cuda_test: TIMED OUT"; status=1 ;;
+  *) echo "attention_cuda_test: FAILED (exit $test_status)"; status=1 ;;
+esac
+
+# ---------------------------------------------------------------------------------------------
+say "2/3 build binding + gpu_check against torch's LibTorch"
+CXX_FLAGS=(-std=c++17 -O2 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$TORCH_ABI" -I"$ROOT"
+           -isystem "$TORCH_DIR/include" -isystem "$TORCH_DIR/include/torch/csrc/api/include"
+           -isystem "$CUDA_HOME/include")
+"$CXX" "${CXX_FLAGS[@]}" -c attention/cuda/binding.cpp -o "$BUILD/binding.o" &
+binding_pid=$!
+"$CXX" "${CXX_FLAGS[@]}" -c attention/cuda/gpu_check.cpp -o "$BUILD/gpu_check.o" &
+check_pid=$!
+wait $binding_pid || { echo "gpu-check: FAILED to compile attention/cuda/binding.cpp"; exit 1; }
+wait $check_pid || { echo "gpu-check: FAILED to compile attention/cuda/gpu_check.cpp"; exit 1; }
+# Our kernels carry their own (static) CUDA runtime of the local toolkit; torch keeps its own.
+"$CXX" "$BUILD/gpu_check.o" "$BUILD/binding.o" "$BUILD/fused_attention.o" -o "$BUILD/gpu_check" \
+  -L"$TORCH_DIR/lib" -Wl,-rpath,"$TORCH_DIR/lib" \
+  -Wl,--no-as-needed -ltorch -ltorch_cuda -ltorch_cpu -lc10_cuda -lc10 -Wl,--as-needed \
+  -L"$CUDA_HOME/lib64" -L"$CUDA_HOME/lib" -lcudart_static -ldl -lrt -lpthread \
+  || { echo "gpu-check: FAILED to link gpu_check"; exit 1; }
+
+say "2/3 run gpu_check (fwd/bwd vs float64 torch ops, then our timings)"
+rm -f "$BUILD/ours.csv" "$BUILD/flex.csv"
+timeout 240 "$BUILD/gpu_check" --timing-csv "$BUILD/ours.csv"
+check_status=$?
+[[ $check_status == 0 ]] || { echo "gpu_check: FAILED (exit $check_status)"; status=1; }
+
+# ---------------------------------------------------------------------------------------------
+say "3/3 FlexAttention baseline (torch.compile; compiles take a while)"
+flex_time=$(( $(remaining) - 20 ))
+if (( flex_time < 60 )); then
+  echo "flex_bench: skipped, only $(remaining) s left of the 10-minute budget"
+else
+  timeout "$flex_time" "$PYTHON" attention/cuda/flex_bench.py --csv "$BUILD/flex.csv" --budget-s $((flex_time - 90))
+  flex_status=$?
+  [[ $flex_status == 0 ]] || echo "flex_bench: exit $flex_status (the table shows n/a where it has no number)"
+fi
+
+say "results"
+"$PYTHON" - "$BUILD/ours.csv" "$BUILD/flex.csv" <<'EOF'
+import csv, math, os, sys
+
+def load(path):
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return {(row["T"], row["dtype"]): row for row in csv.DictReader(f)}
+
+ours, flex = load(sys.argv[1]), load(sys.argv[2])
+
+def cell(table, key, column):
+    try:
+        value = float(table[key][column])
+    except (KeyError, ValueError):
+        return "n/a"
+    return "n/a" if math.isnan(value) else f"{value:.3f}"
+
+print("causal attention, B=1, H=6, D=128, scale-invariant logits (tau=10); times in ms")
+header = ("T", "dtype", "ours fwd", "flex fwd", "ours fwd+bwd", "flex fwd+bwd")
+print("%-7s %-6s %10s %10s %14s %14s" % header)
+for seq_len in ("1024", "4096", "16384"):
+    for dtype in ("fp32", "bf16"):
+        key = (seq_len, dtype)
+        print("%-7s %-6s %10s %10s %14s %14s" % (seq_len, dtype, cell(ours, key, "fwd_ms"), cell(flex, key, "fwd_ms"),
+                                                 cell(ours, key, "fwd_bwd_ms"), cell(flex, key, "fwd_bwd_ms")))
+EOF
+
+say "gpu-check: $([[ $status == 0 ]] && echo PASSED || echo FAILED) after ${SECONDS} s"
+exit $status
