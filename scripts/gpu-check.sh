@@ -37,12 +37,17 @@ CXX=${CXX:-g++}
 command -v "$CXX" >/dev/null || missing "a C++ compiler ($CXX; set CXX=...)"
 echo "nvcc: $NVCC ($("$NVCC" --version | tail -1))"
 
-# The python with torch: $PYTHON, else python3 on PATH, else the system one.
+# The python with torch: $PYTHON, else python3 on PATH, else the system ones; one whose torch sees
+# a GPU wins over one that merely imports torch (kept for the error message below).
 PYTHON_FOUND=""
 for candidate in ${PYTHON:-} python3 /usr/bin/python3 /usr/local/bin/python3; do
-  if command -v "$candidate" >/dev/null && "$candidate" -c 'import torch' 2>/dev/null; then
+  command -v "$candidate" >/dev/null || continue
+  if "$candidate" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
     PYTHON_FOUND=$(command -v "$candidate")
     break
+  fi
+  if [[ -z $PYTHON_FOUND ]] && "$candidate" -c 'import torch' 2>/dev/null; then
+    PYTHON_FOUND=$(command -v "$candidate")
   fi
 done
 [[ -n $PYTHON_FOUND ]] || missing "a python3 with torch (tried: ${PYTHON:-} python3 /usr/bin/python3 /usr/local/bin/python3; set PYTHON=...)"
@@ -118,7 +123,9 @@ flex_time=$(( $(remaining) - 20 ))
 if (( flex_time < 60 )); then
   echo "flex_bench: skipped, only $(remaining) s left of the 10-minute budget"
 else
-  timeout "$flex_time" "$PYTHON" attention/cuda/flex_bench.py --csv "$BUILD/flex.csv" --budget-s $((flex_time - 90))
+  # No new configuration after the budget: a compile (1–2 min) must still fit in flex_time.
+  flex_budget=$(( flex_time > 180 ? flex_time - 120 : flex_time / 3 ))
+  timeout "$flex_time" "$PYTHON" attention/cuda/flex_bench.py --csv "$BUILD/flex.csv" --budget-s "$flex_budget"
   flex_status=$?
   [[ $flex_status == 0 ]] || echo "flex_bench: exit $flex_status (the table shows n/a where it has no number)"
 fi

@@ -67,7 +67,7 @@ struct FusedArgs {
 // Whether the kernels support this head dim / element type.
 bool fused_attention_supported(int head_dim, DType dtype);
 
-// Writes o and lse. Asynchronous on `stream`; returns launch / argument errors
+// Writes o, lse and (when non-null and mod.head_scale is set) fixed_logit_mean. Asynchronous on `stream`; returns launch / argument errors
 // (cudaErrorInvalidValue for unsupported shapes or missing pointers).
 cudaError_t fused_attention_forward(const FusedArgs& args, cudaStream_t stream);
 
@@ -76,8 +76,7 @@ cudaError_t fused_attention_forward(const FusedArgs& args, cudaStream_t stream);
 std::size_t fused_attention_backward_workspace_bytes(const FusedArgs& args);
 
 // Writes dq, dk, dv and dhead_scale from q, k, v, o, lse, fixed_logit_mean (of the forward pass)
-// and d_o.
-// Asynchronous on `stream`.
+// and d_o. Asynchronous on `stream`.
 cudaError_t fused_attention_backward(const FusedArgs& args, cudaStream_t stream);
 
 }  // namespace attention::cuda
