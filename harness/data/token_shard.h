@@ -1,0 +1,41 @@
+// nanoGPT / modded-nanogpt token shards (.bin): a header of 256 little-endian int32
+// (header[0] = magic 20240520, header[1] = version 1, header[2] = token count), then `count`
+// little-endian uint16 tokens. The tokens are GPT-2 ids; documents are separated by the GPT-2
+// end-of-text token 50256 (each document starts with it in the modded-nanogpt/llm.c shards).
+//
+// A token-shard corpus is a directory holding *train*.bin and *val*.bin files (e.g.
+// fineweb_train_000001.bin, fineweb_val_000000.bin).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+namespace harness::data {
+
+constexpr int32_t kShardMagic = 20240520;
+constexpr int32_t kShardVersion = 1;
+constexpr int64_t kShardHeaderInts = 256;             // 1024 header bytes
+constexpr int32_t kGpt2EndOfText = 50256;             // <|endoftext|>, the document separator
+constexpr int64_t kGpt2PaddedVocabSize = 50304;       // 50257 rounded up to a multiple of 128
+
+// Reads a whole shard. Throws harness::InputError naming the file and what was expected vs found
+// on: unreadable file, file shorter than the header, bad magic, unsupported version (version 2 is
+// llm.c's uint32 format), negative count, or a size that is not exactly header + 2 * count bytes
+// (truncated or trailing data).
+std::vector<uint16_t> read_token_shard(const std::filesystem::path& path);
+
+// Writes `tokens` as a version-1 shard (overwrites `path`). Throws harness::InputError naming the
+// file when it cannot be written or when there are more than INT32_MAX tokens.
+void write_token_shard(const std::filesystem::path& path, const std::vector<uint16_t>& tokens);
+
+struct ShardFiles {
+  std::vector<std::filesystem::path> train;       // *train*.bin, sorted by file name
+  std::vector<std::filesystem::path> validation;  // *val*.bin, sorted by file name
+};
+
+// The shard files directly in `dir` (not recursive). Either list may be empty; a file whose name
+// contains both "train" and "val" counts as train. No error for a missing directory (empty lists).
+ShardFiles find_token_shards(const std::filesystem::path& dir);
+
+}  // namespace harness::data
