@@ -5,8 +5,10 @@
 //      and, indexed by e = (T−1) − t so that a tile row reads them with ascending addresses, the
 //      distance multiplier mult[e] and the per-head bias bias[h][e] (ALiBi included). Entries with
 //      t < 0 (above the diagonal) hold mult 0 and bias −inf: the causal mask costs nothing extra.
-//   2. Forward: tasks (b, h, query block); key blocks 0..diagonal with an online softmax.
-//   3. Backward: tasks (b, h, set of key blocks); for each key block, all query blocks at or below
+//   2. Operands padded once (D and T to 64 bytes, zeros), K and V also transposed, so that tiles
+//      are read in place, never packed.
+//   3. Forward: tasks (b, h, query block); key blocks 0..diagonal with an online softmax.
+//   4. Backward: tasks (b, h, set of key blocks); for each key block, all query blocks at or below
 //      the diagonal: dV, dK accumulate in the task, dQ in a per-task (T × D) buffer (one per task
 //      set, summed when a head is split over several threads).
 // Tile matmuls are register-blocked loops over GCC vector types, compiled three times (AVX-512,
@@ -164,19 +166,23 @@ ATTN_INLINE void gemm(int64_t m, int64_t n, int64_t k, const T* A, int64_t ars, 
 
 constexpr int64_t kPadBytes = 64;  // D and key tiles padded to 64 bytes: a multiple of every W
 
+// Operands are laid out once per call so that no tile is ever packed: D padded to Dp, T padded to
+// Tp (both multiples of 64 bytes, zero filled), K and V also stored transposed.
 template <class T>
 struct Problem {
-  const T* q;  // (B, H, T, D) contiguous
-  const T* k;
-  const T* v;
+  const T* q;   // (B, H, T, Dp)
+  const T* k;   // (B, H, Tp, Dp)  backward only (dQ += dS·K)
+  const T* kt;  // (B, H, Dp, Tp)  Kᵀ: S = Q·Kᵀ
+  const T* v;   // (B, H, Tp, Dp)  forward only (O += P·V)
+  const T* vt;  // (B, H, Dp, Tp)  backward only (dP = dO·Vᵀ)
   int64_t B, H, n_ctx, D;  // n_ctx: the context length T
-  int64_t Dp;      // D rounded up to 64 bytes
-  int64_t Bq, Bk;  // tile sizes (Bk a multiple of 64 bytes)
-  const T* row;    // (T)   scale · row_factor(i)
-  const T* head;   // (H)   head scale
-  const T* mult;   // (Tt)  distance multiplier at e = (T−1) − t
-  const T* bias;   // (Hb, Tt) distance bias (ALiBi and the causal mask included)
-  int64_t bias_stride;  // Tt, or 0 when every head shares one bias row
+  int64_t Dp, Tp;          // padded D and T
+  int64_t Bq, Bk;          // tile sizes (Bk a multiple of 64 bytes)
+  const T* row;            // (T)   scale · row_factor(i)
+  const T* head;           // (H)   head scale
+  const T* mult;           // (Tt)  distance multiplier at e = (T−1) − t
+  const T* bias;           // (Hb, Tt) distance bias (ALiBi and the causal mask included)
+  int64_t bias_stride;     // Tt, or 0 when every head shares one bias row
 };
 
 template <class T>
@@ -187,8 +193,7 @@ struct ForwardOut {
 
 template <class T>
 struct BackwardIO {
-  const T* out;   // (B, H, T, D)
-  const T* dout;  // (B, H, T, D)
+  const T* dout;  // (B, H, T, Dp)
   const T* lse;   // (B, H, T)
   const T* delta; // (B, H, T): rowsum(dO ∘ O) − dLSE
   T* dq_parts;    // (C, B, H, T, D)
@@ -203,30 +208,6 @@ inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // Query block of task w ∈ [0, nq): zig-zag order (0, n−1, 1, n−2, …) so that every contiguous
 // run of tasks, which is what at::parallel_for hands a thread, mixes cheap and costly blocks.
 inline int64_t zigzag(int64_t w, int64_t n) { return (w % 2 == 0) ? w / 2 : n - 1 - w / 2; }
-
-// rows [0, n) of src (row stride D) → dst (rows × Dp), zero elsewhere.
-template <class T>
-ATTN_INLINE void pack_rows(const T* src, int64_t n, int64_t D, T* dst, int64_t rows, int64_t Dp) {
-  for (int64_t r = 0; r < rows; ++r) {
-    T* d = dst + r * Dp;
-    if (r < n) {
-      std::memcpy(d, src + r * D, sizeof(T) * D);
-      std::fill(d + D, d + Dp, T(0));
-    } else {
-      std::fill(d, d + Dp, T(0));
-    }
-  }
-}
-
-// rows [0, n) of src (row stride D), transposed → dst (Dp × cols, leading dimension ld), zero
-// elsewhere.
-template <class T>
-ATTN_INLINE void pack_transposed(const T* src, int64_t n, int64_t D, T* dst, int64_t cols,
-                                 int64_t Dp, int64_t ld) {
-  for (int64_t d = 0; d < Dp; ++d) std::fill(dst + d * ld, dst + d * ld + cols, T(0));
-  for (int64_t c = 0; c < n; ++c)
-    for (int64_t d = 0; d < D; ++d) dst[d * ld + c] = src[c * D + d];
-}
 
 // ---- forward -----------------------------------------------------------------------------------
 
@@ -268,18 +249,16 @@ ATTN_INLINE void online_softmax_row(T* s, int64_t nc, T rc, const T* mu, const T
 template <class I, class T>
 ATTN_INLINE void forward_range(const Problem<T>& P, const ForwardOut<T>& F, int64_t begin,
                                int64_t end) {
-  const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Bq = P.Bq, Bk = P.Bk;
+  const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Tp = P.Tp, Bq = P.Bq, Bk = P.Bk;
   const int64_t nq = (T_ + Bq - 1) / Bq;
-  std::vector<T> qt(Bq * Dp), kt(Dp * Bk), vt(Bk * Dp), s(Bq * Bk), o(Bq * Dp);
-  std::vector<T> m_run(Bq), l_run(Bq), rc(Bq);
+  std::vector<T> s(Bq * Bk), o(Bq * Dp), m_run(Bq), l_run(Bq), rc(Bq);
   for (int64_t w = begin; w < end; ++w) {
     const int64_t bh = w / nq, h = bh % P.H;
     const int64_t i0 = zigzag(w % nq, nq) * Bq, m = std::min(Bq, T_ - i0);
-    const T* qh = P.q + bh * T_ * D;
-    const T* kh = P.k + bh * T_ * D;
-    const T* vh = P.v + bh * T_ * D;
+    const T* qi = P.q + (bh * T_ + i0) * Dp;  // (m, Dp)
+    const T* kth = P.kt + bh * Dp * Tp;       // (Dp, Tp)
+    const T* vh = P.v + bh * Tp * Dp;         // (Tp, Dp)
     const T* bias_h = P.bias + h * P.bias_stride;
-    pack_rows(qh + i0 * D, m, D, qt.data(), m, Dp);
     for (int64_t r = 0; r < m; ++r) {
       rc[r] = P.head[h] * P.row[i0 + r];
       m_run[r] = -std::numeric_limits<T>::infinity();
@@ -288,17 +267,15 @@ ATTN_INLINE void forward_range(const Problem<T>& P, const ForwardOut<T>& F, int6
     std::fill(o.begin(), o.begin() + m * Dp, T(0));
     const int64_t last = i0 + m - 1;  // last query row; keys beyond it are masked for the block
     for (int64_t j0 = 0; j0 <= last; j0 += Bk) {
-      const int64_t n = std::min({Bk, T_ - j0, last - j0 + 1});
-      const int64_t nc = round_up(n, I::W);
-      pack_transposed(kh + j0 * D, n, D, kt.data(), nc, Dp, Bk);
-      pack_rows(vh + j0 * D, n, D, vt.data(), nc, Dp);
-      gemm<I, false>(m, nc, Dp, qt.data(), Dp, 1, kt.data(), Bk, s.data(), Bk);  // S = Q·Kᵀ
+      // Columns past min(T, last + 1) are masked for every row of the block: not computed.
+      const int64_t nc = round_up(std::min({Bk, T_ - j0, last - j0 + 1}), I::W);
+      gemm<I, false>(m, nc, Dp, qi, Dp, 1, kth + j0, Tp, s.data(), Bk);  // S = Q·Kᵀ
       for (int64_t r = 0; r < m; ++r) {
         const int64_t e0 = (T_ - 1) - (i0 + r) + j0;
         online_softmax_row<I>(s.data() + r * Bk, nc, rc[r], P.mult + e0, bias_h + e0, m_run[r],
                               l_run[r], o.data() + r * Dp, Dp);
       }
-      gemm<I, true>(m, Dp, nc, s.data(), Bk, 1, vt.data(), Dp, o.data(), Dp);  // O += P·V
+      gemm<I, true>(m, Dp, nc, s.data(), Bk, 1, vh + j0 * Dp, Dp, o.data(), Dp);  // O += P·V
     }
     T* out = F.out + (bh * T_ + i0) * D;
     for (int64_t r = 0; r < m; ++r) {
@@ -335,16 +312,16 @@ ATTN_INLINE T backward_row(T* s, T* dp, int64_t nc, T rc, const T* mu, const T* 
 template <class I, bool HeadGrad, class T>
 ATTN_INLINE void backward_range(const Problem<T>& P, const BackwardIO<T>& G, int64_t begin,
                                 int64_t end) {
-  const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Bq = P.Bq, Bk = P.Bk, C = G.C;
+  const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Tp = P.Tp, Bq = P.Bq, Bk = P.Bk, C = G.C;
   const int64_t nk = (T_ + Bk - 1) / Bk;
-  std::vector<T> kt(Dp * Bk), kr(Bk * Dp), vt(Dp * Bk), qt(Bq * Dp), dot(Bq * Dp);
   std::vector<T> s(Bq * Bk), dp(Bq * Bk), dk(Bk * Dp), dv(Bk * Dp), dq(T_ * Dp);
   for (int64_t w = begin; w < end; ++w) {
     const int64_t bh = w / C, c = w % C, h = bh % P.H;
-    const T* qh = P.q + bh * T_ * D;
-    const T* kh = P.k + bh * T_ * D;
-    const T* vh = P.v + bh * T_ * D;
-    const T* doh = G.dout + bh * T_ * D;
+    const T* qh = P.q + bh * T_ * Dp;     // (T, Dp)
+    const T* doh = G.dout + bh * T_ * Dp; // (T, Dp)
+    const T* kh = P.k + bh * Tp * Dp;     // (Tp, Dp)
+    const T* kth = P.kt + bh * Dp * Tp;   // (Dp, Tp)
+    const T* vth = P.vt + bh * Dp * Tp;   // (Dp, Tp)
     const T* lse = G.lse + bh * T_;
     const T* delta = G.delta + bh * T_;
     const T* bias_h = P.bias + h * P.bias_stride;
@@ -353,20 +330,16 @@ ATTN_INLINE void backward_range(const Problem<T>& P, const BackwardIO<T>& G, int
     std::fill(dq.begin(), dq.end(), T(0));
     for (int64_t z = c; z < nk; z += C) {  // this task's key blocks, zig-zag for balance
       const int64_t j0 = zigzag(z, nk) * Bk, n = std::min(Bk, T_ - j0);
-      const int64_t nk_cols = round_up(n, I::W);
-      pack_transposed(kh + j0 * D, n, D, kt.data(), nk_cols, Dp, Bk);
-      pack_rows(kh + j0 * D, n, D, kr.data(), nk_cols, Dp);
-      pack_transposed(vh + j0 * D, n, D, vt.data(), nk_cols, Dp, Bk);
       std::fill(dk.begin(), dk.end(), T(0));
       std::fill(dv.begin(), dv.end(), T(0));
       for (int64_t i0 = j0 / Bq * Bq; i0 < T_; i0 += Bq) {
         const int64_t m = std::min(Bq, T_ - i0);
         // Keys past the block's last query row are masked for every row: skip their columns.
         const int64_t nc = round_up(std::min(n, i0 + m - j0), I::W);
-        pack_rows(qh + i0 * D, m, D, qt.data(), m, Dp);
-        pack_rows(doh + i0 * D, m, D, dot.data(), m, Dp);
-        gemm<I, false>(m, nc, Dp, qt.data(), Dp, 1, kt.data(), Bk, s.data(), Bk);    // Q·Kᵀ
-        gemm<I, false>(m, nc, Dp, dot.data(), Dp, 1, vt.data(), Bk, dp.data(), Bk);  // dO·Vᵀ
+        const T* qi = qh + i0 * Dp;
+        const T* doi = doh + i0 * Dp;
+        gemm<I, false>(m, nc, Dp, qi, Dp, 1, kth + j0, Tp, s.data(), Bk);    // Q·Kᵀ
+        gemm<I, false>(m, nc, Dp, doi, Dp, 1, vth + j0, Tp, dp.data(), Bk);  // dO·Vᵀ
         for (int64_t r = 0; r < m; ++r) {
           const int64_t i = i0 + r, e0 = (T_ - 1) - i + j0;
           const T g = backward_row<I, HeadGrad>(s.data() + r * Bk, dp.data() + r * Bk, nc,
@@ -374,9 +347,9 @@ ATTN_INLINE void backward_range(const Problem<T>& P, const BackwardIO<T>& G, int
                                                 delta[i]);
           if constexpr (HeadGrad) dhead += double(g) * double(P.row[i]);
         }
-        gemm<I, true>(nc, Dp, m, s.data(), 1, Bk, dot.data(), Dp, dv.data(), Dp);   // dV += Pᵀ·dO
-        gemm<I, true>(nc, Dp, m, dp.data(), 1, Bk, qt.data(), Dp, dk.data(), Dp);   // dK += dSᵀ·Q
-        gemm<I, true>(m, Dp, nc, dp.data(), Bk, 1, kr.data(), Dp, dq.data() + i0 * Dp, Dp);  // dQ
+        gemm<I, true>(nc, Dp, m, s.data(), 1, Bk, doi, Dp, dv.data(), Dp);   // dV += Pᵀ·dO
+        gemm<I, true>(nc, Dp, m, dp.data(), 1, Bk, qi, Dp, dk.data(), Dp);   // dK += dSᵀ·Q
+        gemm<I, true>(m, Dp, nc, dp.data(), Bk, 1, kh + j0 * Dp, Dp, dq.data() + i0 * Dp, Dp);
       }
       T* dkh = G.dk + (bh * T_ + j0) * D;
       T* dvh = G.dv + (bh * T_ + j0) * D;
@@ -512,27 +485,46 @@ Tables build_tables(const ScoreMod& mod_in, int64_t T, int64_t H, int64_t pad,
 }
 
 struct Geometry {
-  int64_t Bq, Bk, Dp;
+  int64_t Bq, Bk, Dp, lanes;  // lanes: elements per 64 bytes (the padding unit)
 };
 
 Geometry geometry(const FusedCpuConfig& cfg, int64_t D, at::ScalarType dtype) {
   const int64_t lanes = kPadBytes / int64_t(at::elementSize(dtype));
   return {std::max<int64_t>(1, cfg.block_q), round_up(std::max<int64_t>(1, cfg.block_k), lanes),
-          round_up(D, lanes)};
+          round_up(D, lanes), lanes};
 }
 
+// x (B, H, T, D) → (B, H, rows, Dp), zero padded, contiguous (x itself when nothing to pad).
+Tensor padded(const Tensor& x, int64_t rows, int64_t Dp) {
+  if (x.size(2) == rows && x.size(3) == Dp) return x.contiguous();
+  return at::constant_pad_nd(x, {0, Dp - x.size(3), 0, rows - x.size(2)}, 0).contiguous();
+}
+// x (B, H, T, D) → (B, H, Dp, cols), transposed, zero padded.
+Tensor padded_transposed(const Tensor& x, int64_t cols, int64_t Dp) {
+  return padded(x, cols, Dp).transpose(2, 3).contiguous();
+}
+
+// The padded operands of one call (only those the pass needs are defined).
+struct Operands {
+  Tensor q, k, kt, v, vt;
+};
+
 template <class T>
-Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& head,
-                        const Tables& tab, const Geometry& g) {
+Problem<T> make_problem(const Operands& ops, int64_t B, int64_t H, int64_t n_ctx, int64_t D,
+                        const Tensor& head, const Tables& tab, const Geometry& g) {
+  auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr<T>() : nullptr; };
   Problem<T> P;
-  P.q = q.data_ptr<T>();
-  P.k = k.data_ptr<T>();
-  P.v = v.data_ptr<T>();
-  P.B = q.size(0);
-  P.H = q.size(1);
-  P.n_ctx = q.size(2);
-  P.D = q.size(3);
+  P.q = ptr(ops.q);
+  P.k = ptr(ops.k);
+  P.kt = ptr(ops.kt);
+  P.v = ptr(ops.v);
+  P.vt = ptr(ops.vt);
+  P.B = B;
+  P.H = H;
+  P.n_ctx = n_ctx;
+  P.D = D;
   P.Dp = g.Dp;
+  P.Tp = round_up(n_ctx, g.lanes);
   P.Bq = g.Bq;
   P.Bk = g.Bk;
   P.row = tab.row.data_ptr<T>();
@@ -543,12 +535,18 @@ Problem<T> make_problem(const Tensor& q, const Tensor& k, const Tensor& v, const
   return P;
 }
 
-// (out, lse) from contiguous inputs.
+// (out, lse) from (B, H, T, D) inputs.
 std::pair<Tensor, Tensor> forward_impl(const Tensor& q, const Tensor& k, const Tensor& v,
                                        const Tensor& head, const Tables& tab, const Geometry& g) {
-  Tensor out = at::empty_like(q), lse = at::empty({q.size(0), q.size(1), q.size(2)}, q.options());
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  const int64_t Tp = round_up(T, g.lanes);
+  Operands ops;
+  ops.q = padded(q, T, g.Dp);
+  ops.kt = padded_transposed(k, Tp, g.Dp);
+  ops.v = padded(v, Tp, g.Dp);
+  Tensor out = at::empty({B, H, T, D}, q.options()), lse = at::empty({B, H, T}, q.options());
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_attention_cpu_forward", [&] {
-    run_forward<scalar_t>(make_problem<scalar_t>(q, k, v, head, tab, g),
+    run_forward<scalar_t>(make_problem<scalar_t>(ops, B, H, T, D, head, tab, g),
                           {out.data_ptr<scalar_t>(), lse.data_ptr<scalar_t>()});
   });
   return {out, lse};
@@ -562,22 +560,29 @@ BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
                              const Tables& tab, const Geometry& g, const Tensor& out,
                              const Tensor& lse, const Tensor& dout, const Tensor& dlse,
                              bool head_grad) {
-  const int64_t B = q.size(0), H = q.size(1), T = q.size(2);
-  const int64_t nk = (T + g.Bk - 1) / g.Bk;
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  const int64_t Tp = round_up(T, g.lanes), nk = (T + g.Bk - 1) / g.Bk;
   // Split a head's key blocks over several tasks only when there are fewer heads than threads.
-  const int64_t C = std::min(nk, std::max<int64_t>(1, (at::get_num_threads() + B * H - 1) / (B * H)));
+  const int64_t C =
+      std::min(nk, std::max<int64_t>(1, (at::get_num_threads() + B * H - 1) / (B * H)));
   Tensor delta = (dout * out).sum(-1);  // (B, H, T)
   if (dlse.defined()) delta = delta - dlse;
   delta = delta.contiguous();
-  Tensor dq_parts = at::empty({C, B, H, T, q.size(3)}, q.options());
-  Tensor dk = at::empty_like(k), dv = at::empty_like(v);
+  Operands ops;
+  ops.q = padded(q, T, g.Dp);
+  ops.k = padded(k, Tp, g.Dp);
+  ops.kt = padded_transposed(k, Tp, g.Dp);
+  ops.vt = padded_transposed(v, Tp, g.Dp);
+  const Tensor dout_p = padded(dout, T, g.Dp);
+  Tensor dq_parts = at::empty({C, B, H, T, D}, q.options());
+  Tensor dk = at::empty({B, H, T, D}, q.options()), dv = at::empty({B, H, T, D}, q.options());
   std::vector<double> dhead(size_t(B * H * C), 0.0);
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_attention_cpu_backward", [&] {
-    const auto P = make_problem<scalar_t>(q, k, v, head, tab, g);
-    BackwardIO<scalar_t> G{out.data_ptr<scalar_t>(), dout.data_ptr<scalar_t>(),
-                           lse.data_ptr<scalar_t>(), delta.data_ptr<scalar_t>(),
-                           dq_parts.data_ptr<scalar_t>(), dk.data_ptr<scalar_t>(),
-                           dv.data_ptr<scalar_t>(), head_grad ? dhead.data() : nullptr, C};
+    const auto P = make_problem<scalar_t>(ops, B, H, T, D, head, tab, g);
+    BackwardIO<scalar_t> G{dout_p.data_ptr<scalar_t>(),    lse.data_ptr<scalar_t>(),
+                           delta.data_ptr<scalar_t>(),     dq_parts.data_ptr<scalar_t>(),
+                           dk.data_ptr<scalar_t>(),        dv.data_ptr<scalar_t>(),
+                           head_grad ? dhead.data() : nullptr, C};
     if (head_grad)
       run_backward<scalar_t, true>(P, G);
     else
@@ -605,7 +610,7 @@ struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionF
     ctx->saved_data["row"] = tab.row;
     ctx->saved_data["mult"] = tab.mult;
     ctx->saved_data["bias"] = tab.bias;
-    ctx->saved_data["geometry"] = std::vector<int64_t>{g.Bq, g.Bk, g.Dp};
+    ctx->saved_data["geometry"] = std::vector<int64_t>{g.Bq, g.Bk, g.Dp, g.lanes};
     return {out, lse};
   }
 
@@ -617,7 +622,7 @@ struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionF
     const Tables tab{ctx->saved_data["row"].toTensor(), ctx->saved_data["mult"].toTensor(),
                      ctx->saved_data["bias"].toTensor()};
     const auto gv = ctx->saved_data["geometry"].toIntVector();
-    const Geometry g{gv[0], gv[1], gv[2]};
+    const Geometry g{gv[0], gv[1], gv[2], gv[3]};
     Tensor dout = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(out);
     const bool head_grad = ctx->needs_input_grad(3);
     const auto r = backward_impl(q, k, v, head, tab, g, out, lse, dout, grads[1], head_grad);

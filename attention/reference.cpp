@@ -1,5 +1,6 @@
 #include "attention/reference.h"
 
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -18,60 +19,87 @@ void check_inputs(const torch::Tensor& q, const torch::Tensor& k, const Method& 
   check_context(m, q.size(2));
 }
 
-}  // namespace
+// The transform's matrices at context T, float64, straight from the closed forms (method.h).
+struct ClosedForms {
+  torch::Tensor mult;   // (T, T) or (T, 1): scale · row factor · distance factor
+  torch::Tensor bias;   // (T, T) distance bias, or undefined (= 0)
+  torch::Tensor t;      // (T, T) distance i − j (0 above the diagonal), for ALiBi
+  torch::Tensor above;  // (T, T) bool, j > i
+  torch::Tensor slopes; // (H) ALiBi slopes, or undefined
+};
 
-torch::Tensor reference_logits(const torch::Tensor& q, const torch::Tensor& k, const Method& m,
-                               const torch::Tensor& head_scale) {
-  check_inputs(q, k, m);
-  const int64_t T = q.size(2), H = q.size(1);
-  const auto f64 = q.options().dtype(torch::kFloat64);
-
-  // Rotation in float64 from the method's frequencies at this context.
-  const RotaryTables rot = rotary_tables(m, T, f64);
-  const auto qd = apply_rotary(q.to(torch::kFloat64), rot);  // (B, H, T, D)
-  const auto kd = apply_rotary(k.to(torch::kFloat64), rot);  // (B, H, T, D)
-
+ClosedForms closed_forms(const Method& m, int64_t T, const torch::TensorOptions& f64) {
+  ClosedForms c;
   const double scale = m.score_scale * yarn_logit_multiplier(m, T);
-  auto s = torch::matmul(qd, kd.transpose(-2, -1)) * scale;  // (B, H, T, T)
-
-  // Multiplier and bias matrices from the closed forms.
   const auto i = torch::arange(T, f64).unsqueeze(1);  // (T, 1)
-  const auto j = torch::arange(T, f64).unsqueeze(0);  // (1, T)
-  const auto t = (i - j).clamp_min(0);                // (T, T) distance (0 above the diagonal)
+  const auto t = (i - torch::arange(T, f64).unsqueeze(0)).clamp_min(0);  // (T, T)
   const auto n = i + 1;                               // (T, 1) visible keys
-  torch::Tensor row, dist_mult, dist_bias;            // (T, 1), (T, T), (T, T)
+  c.mult = torch::full({T, 1}, scale, f64);
   switch (m.transform) {
     case Transform::kLogN:
-      row = n.log();
+      c.mult = n.log() * scale;
       break;
     case Transform::kInfoScale: {
       const double e = -2.0 / double(m.head_dim);
       const double denom = 1.0 - std::pow(double(m.train_context), e);
-      row = ((1 - n.pow(e)) / denom).clamp_min(1.0).sqrt();  // max(1, sqrt(r))
+      c.mult = ((1 - n.pow(e)) / denom).clamp_min(1.0).sqrt() * scale;  // max(1, sqrt(r))
       break;
     }
     case Transform::kScaleInvariant: {
       const auto lg = (t / m.tau).log1p();
-      dist_mult = (1 + 2 * lg).sqrt();
-      dist_bias = -2 * lg;
+      c.mult = (1 + 2 * lg).sqrt() * scale;
+      c.bias = -2 * lg;
       break;
     }
     default:
       break;
   }
-  torch::Tensor mult = row.defined() ? row : torch::ones({T, 1}, f64);  // (T, 1) or (T, T)
-  if (dist_mult.defined()) mult = mult * dist_mult;
-  mult = mult.expand({T, T}).unsqueeze(0);  // (1, T, T)
-  if (head_scale.defined())
-    mult = mult * head_scale.to(torch::kFloat64).view({H, 1, 1});  // (H, T, T)
-  torch::Tensor bias = dist_bias.defined() ? dist_bias.unsqueeze(0) : torch::zeros({1, T, T}, f64);
   if (m.alibi()) {
-    const auto slopes = torch::tensor(alibi_slopes(H), f64).view({H, 1, 1});
-    bias = bias - slopes * t.unsqueeze(0);  // (H, T, T)
+    c.t = t;
+    c.slopes = torch::tensor(alibi_slopes(m.heads), f64);
   }
-  auto logits = s * mult + bias;  // (B, H, T, T)
-  const auto above = torch::ones({T, T}, q.options().dtype(torch::kBool)).triu(1);
-  return logits.masked_fill(above, -std::numeric_limits<double>::infinity());
+  c.above = torch::ones({T, T}, f64.dtype(torch::kBool)).triu(1);
+  return c;
+}
+
+// Masked logits (B', H', T, T) for heads [h0, h0 + H') from the raw dot products s (B', H', T, T).
+// head_scale: (H') or undefined. in_place: overwrite s (inference only).
+torch::Tensor logits_from_dots(torch::Tensor s, const ClosedForms& c,
+                               const torch::Tensor& head_scale, int64_t h0, bool in_place) {
+  const int64_t Hs = s.size(1);
+  const double inf = std::numeric_limits<double>::infinity();
+  const torch::Tensor slopes =
+      c.slopes.defined() ? c.slopes.narrow(0, h0, Hs).view({Hs, 1, 1}) : torch::Tensor();
+  const torch::Tensor hs =
+      head_scale.defined() ? head_scale.to(torch::kFloat64).view({Hs, 1, 1}) : torch::Tensor();
+  if (in_place) {
+    s.mul_(c.mult);
+    if (hs.defined()) s.mul_(hs);
+    if (c.bias.defined()) s.add_(c.bias);
+    if (slopes.defined()) s.sub_(slopes * c.t);
+    return s.masked_fill_(c.above, -inf);
+  }
+  auto logits = s * c.mult;
+  if (hs.defined()) logits = logits * hs;
+  if (c.bias.defined()) logits = logits + c.bias;
+  if (slopes.defined()) logits = logits - slopes * c.t;
+  return logits.masked_fill(c.above, -inf);
+}
+
+std::pair<torch::Tensor, torch::Tensor> rotated_f64(const torch::Tensor& q, const torch::Tensor& k,
+                                                    const Method& m) {
+  const RotaryTables rot = rotary_tables(m, q.size(2), q.options().dtype(torch::kFloat64));
+  return {apply_rotary(q.to(torch::kFloat64), rot), apply_rotary(k.to(torch::kFloat64), rot)};
+}
+
+}  // namespace
+
+torch::Tensor reference_logits(const torch::Tensor& q, const torch::Tensor& k, const Method& m,
+                               const torch::Tensor& head_scale) {
+  check_inputs(q, k, m);
+  const auto [qd, kd] = rotated_f64(q, k, m);  // (B, H, T, D)
+  const auto c = closed_forms(m, q.size(2), qd.options());
+  return logits_from_dots(torch::matmul(qd, kd.transpose(-2, -1)), c, head_scale, 0, false);
 }
 
 std::tuple<torch::Tensor, torch::Tensor> reference_attention_with_lse(
@@ -79,10 +107,38 @@ std::tuple<torch::Tensor, torch::Tensor> reference_attention_with_lse(
     const torch::Tensor& head_scale) {
   if (v.sizes() != q.sizes())
     throw std::invalid_argument("attention reference: v must be (B, H, T, D) like q");
-  const auto logits = reference_logits(q, k, m, head_scale);  // (B, H, T, T)
-  const auto lse = logits.logsumexp(-1);                      // (B, H, T)
-  const auto p = (logits - lse.unsqueeze(-1)).exp();          // (B, H, T, T)
-  const auto out = torch::matmul(p, v.to(torch::kFloat64));   // (B, H, T, D)
+  check_inputs(q, k, m);
+  const bool needs_graph = torch::GradMode::is_enabled() &&
+                           (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
+                            (head_scale.defined() && head_scale.requires_grad()));
+  const auto [qd, kd] = rotated_f64(q, k, m);  // (B, H, T, D)
+  const auto vd = v.to(torch::kFloat64);
+  if (needs_graph) {
+    const auto c = closed_forms(m, q.size(2), qd.options());
+    const auto logits =
+        logits_from_dots(torch::matmul(qd, kd.transpose(-2, -1)), c, head_scale, 0, false);
+    const auto lse = logits.logsumexp(-1);              // (B, H, T)
+    const auto p = (logits - lse.unsqueeze(-1)).exp();  // (B, H, T, T)
+    const auto out = torch::matmul(p, vd);              // (B, H, T, D)
+    return {out.to(q.scalar_type()), lse.to(q.scalar_type())};
+  }
+  // Inference: one (b, h) at a time, in place, so the oracle still runs at long contexts
+  // (peak ≈ a few T×T float64 matrices instead of a few B·H·T×T).
+  torch::NoGradGuard no_grad;
+  const int64_t B = q.size(0), H = q.size(1);
+  const auto c = closed_forms(m, q.size(2), qd.options());
+  auto out = torch::empty(qd.sizes(), qd.options());         // (B, H, T, D)
+  auto lse = torch::empty({B, H, q.size(2)}, qd.options());  // (B, H, T)
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      const auto qh = qd.narrow(0, b, 1).narrow(1, h, 1), kh = kd.narrow(0, b, 1).narrow(1, h, 1);
+      const auto hs = head_scale.defined() ? head_scale.narrow(0, h, 1) : torch::Tensor();
+      auto p = logits_from_dots(torch::matmul(qh, kh.transpose(-2, -1)), c, hs, h, true)[0][0];
+      const auto l = p.logsumexp(-1);  // (T)
+      p.sub_(l.unsqueeze(-1)).exp_();  // P, in place
+      out[b][h].copy_(torch::matmul(p, vd[b][h]));
+      lse[b][h].copy_(l);
+    }
   return {out.to(q.scalar_type()), lse.to(q.scalar_type())};
 }
 

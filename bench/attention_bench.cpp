@@ -1,0 +1,257 @@
+// Fused CPU attention vs the float64 reference: time, peak memory, GFLOP/s, against a matmul
+// measured in the same run. Not a test.
+//
+//   bench_attention [--quick] [--threads N] [--isa auto|avx512|avx2|generic] [--budget-gb G]
+//                   [--method NAME]
+//
+// Every case runs in its own forked child (so one case's allocations never hide another's, and an
+// out-of-memory reference cannot take the table down). Peak memory = the child's peak RSS
+// (getrusage ru_maxrss) minus its RSS once the inputs exist: bytes the attention call itself
+// touched. FLOPs: causal forward 2·T²·d·H (QKᵀ and PV over the lower triangle); forward+backward
+// 3.5× that (the backward's five tile matmuls against the forward's two, FlashAttention-2's
+// convention). The reference always computes in float64 (it is the oracle); it is skipped when its
+// estimated peak exceeds --budget-gb and its computed size is printed instead.
+#include "attention/attention.h"
+#include "attention/fused_cpu.h"
+#include "attention/method.h"
+#include "attention/reference.h"
+
+#include <torch/torch.h>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Measurement {
+  bool ok = false;
+  double ms_min = 0, ms_median = 0;
+  double peak_mb = 0;
+  int reps = 0;
+};
+
+double rss_mb() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return double(resident) * double(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;  // KiB on Linux
+}
+
+// Runs `body` in a forked child; body(setup) returns the function to time after setting up inputs.
+Measurement in_child(const std::function<std::function<void()>()>& setup, int threads,
+                     const std::string& isa, double min_seconds, int max_reps) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    Measurement m;
+    try {
+      torch::set_num_threads(threads);
+      attention::set_fused_cpu_isa(isa);
+      auto step = setup();
+      const double base = rss_mb();
+      step();  // warm-up (also the peak-memory run)
+      std::vector<double> ms;
+      const auto start = std::chrono::steady_clock::now();
+      while (int(ms.size()) < max_reps) {
+        const auto t0 = std::chrono::steady_clock::now();
+        step();
+        const auto t1 = std::chrono::steady_clock::now();
+        ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        if (std::chrono::duration<double>(t1 - start).count() > min_seconds && ms.size() >= 2) break;
+      }
+      std::sort(ms.begin(), ms.end());
+      m.ok = true;
+      m.ms_min = ms.front();
+      m.ms_median = ms[ms.size() / 2];
+      m.reps = int(ms.size());
+      m.peak_mb = std::max(0.0, peak_rss_mb() - base);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "case failed: %s\n", e.what());
+    }
+    if (write(fds[1], &m, sizeof m) != ssize_t(sizeof m)) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  Measurement m;
+  const ssize_t got = read(fds[0], &m, sizeof m);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (got != ssize_t(sizeof m)) m = Measurement{};  // the child died (e.g. out of memory)
+  return m;
+}
+
+struct Args {
+  bool quick = false;
+  int threads = 2;
+  std::string isa = "auto";
+  double budget_gb = 8.0;
+  std::string method = "si+p-rope";
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", s.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (s == "--quick")
+      a.quick = true;
+    else if (s == "--threads")
+      a.threads = std::stoi(next());
+    else if (s == "--isa")
+      a.isa = next();
+    else if (s == "--budget-gb")
+      a.budget_gb = std::stod(next());
+    else if (s == "--method")
+      a.method = next();
+    else {
+      std::fprintf(stderr,
+                   "usage: bench_attention [--quick] [--threads N] [--isa auto|avx512|avx2|generic] "
+                   "[--budget-gb G] [--method NAME]\n");
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  torch::set_num_threads(args.threads);  // the parent only forks; children set it again
+  const int64_t B = 1, H = 4, D = 64;
+  const std::vector<int64_t> contexts =
+      args.quick ? std::vector<int64_t>{256, 1024, 2048} : std::vector<int64_t>{512, 2048, 8192, 16384};
+  const double min_seconds = args.quick ? 0.5 : 2.0;
+  const int max_reps = args.quick ? 5 : 10;
+
+  attention::MethodOptions opts;
+  opts.method = args.method;
+  opts.heads = H;
+  opts.head_dim = D;
+  opts.train_context = 1024;
+  opts.tau = 10;
+
+  // Matmul reference point: square float32 sgemm through LibTorch, same threads, same run.
+  const int64_t N = 2048;
+  const Measurement mm = in_child(
+      [&] {
+        auto a = torch::randn({N, N}), b = torch::randn({N, N}), c = torch::empty({N, N});
+        return std::function<void()>([=]() mutable { torch::mm_out(c, a, b); });
+      },
+      args.threads, args.isa, min_seconds, 20);
+  const double mm_gflops = mm.ok ? 2.0 * N * N * N / (mm.ms_min * 1e-3) / 1e9 : 0.0;
+
+  std::string isa_name;
+  {
+    // The ISA name without running a kernel in the parent (no OpenMP pool before fork()).
+    attention::set_fused_cpu_isa(args.isa);
+    isa_name = attention::fused_cpu_isa();
+  }
+  std::printf("attention bench: method %s, B=%lld H=%lld d=%lld, float32 inputs, %d threads, "
+              "fused ISA %s\n",
+              args.method.c_str(), (long long)B, (long long)H, (long long)D, args.threads,
+              isa_name.c_str());
+  std::printf("matmul (torch::mm %lldx%lld float32): %.1f GFLOP/s\n\n", (long long)N, (long long)N,
+              mm_gflops);
+  std::printf("%6s  %-8s  %-9s  %10s  %10s  %10s  %8s  %8s  %9s  %8s\n", "T", "pass", "kernel",
+              "min ms", "median ms", "peak MB", "GFLOP/s", "%matmul", "vs ref", "mem/ref");
+
+  for (const int64_t T : contexts) {
+    const double fwd_flops = 2.0 * double(T) * double(T) * D * H;
+    for (const bool backward : {false, true}) {
+      const double flops = backward ? 3.5 * fwd_flops : fwd_flops;
+      const char* pass = backward ? "fwd+bwd" : "fwd";
+      auto setup_for = [&](const std::string& kernel) {
+        return [&, kernel]() {
+          auto o = opts;
+          o.kernel = kernel;
+          attention::CausalAttention attn(o);
+          torch::manual_seed(0);
+          auto q = torch::randn({B, H, T, D}), k = torch::randn({B, H, T, D}),
+               v = torch::randn({B, H, T, D});
+          if (backward) {
+            q.requires_grad_();
+            k.requires_grad_();
+            v.requires_grad_();
+          }
+          auto grad = torch::randn({B, H, T, D});
+          return std::function<void()>([=]() mutable {
+            if (backward) {
+              q.mutable_grad() = torch::Tensor();
+              k.mutable_grad() = torch::Tensor();
+              v.mutable_grad() = torch::Tensor();
+              attn->forward(q, k, v).backward(grad);
+            } else {
+              torch::NoGradGuard no_grad;
+              attn->forward(q, k, v);
+            }
+          });
+        };
+      };
+      const Measurement fused = in_child(setup_for("fused"), args.threads, args.isa, min_seconds,
+                                         max_reps);
+      // Reference peak estimate: inference keeps ~7 T×T float64 matrices (one head at a time);
+      // with autograd ~10 B·H·T×T float64 tensors are alive.
+      const double tt_gb = double(T) * double(T) * 8.0 / 1e9;
+      const double ref_est_gb = backward ? 10.0 * B * H * tt_gb : 7.0 * tt_gb;
+      Measurement ref;
+      const bool run_ref = ref_est_gb <= args.budget_gb;
+      if (run_ref) ref = in_child(setup_for("reference"), args.threads, args.isa, min_seconds, 3);
+
+      auto row = [&](const char* kernel, const Measurement& m, const Measurement* other) {
+        if (!m.ok) {
+          std::printf("%6lld  %-8s  %-9s  %s\n", (long long)T, pass, kernel, "failed");
+          return;
+        }
+        const double gflops = flops / (m.ms_min * 1e-3) / 1e9;
+        char vs[32] = "", mem[32] = "";
+        if (other && other->ok) {
+          std::snprintf(vs, sizeof vs, "%.2fx", other->ms_min / m.ms_min);
+          std::snprintf(mem, sizeof mem, "%.2f%%", 100.0 * m.peak_mb / std::max(other->peak_mb, 1e-9));
+        } else if (other) {
+          std::snprintf(mem, sizeof mem, "%.3f%%*", 100.0 * m.peak_mb / (ref_est_gb * 1e3));
+        }
+        std::printf("%6lld  %-8s  %-9s  %10.1f  %10.1f  %10.1f  %8.1f  %7.1f%%  %9s  %8s\n",
+                    (long long)T, pass, kernel, m.ms_min, m.ms_median, m.peak_mb, gflops,
+                    mm_gflops > 0 ? 100.0 * gflops / mm_gflops : 0.0, vs, mem);
+      };
+      row("fused", fused, &ref);
+      if (run_ref)
+        row("reference", ref, nullptr);
+      else
+        std::printf("%6lld  %-8s  %-9s  not run: estimated peak %.1f GB > budget %.1f GB "
+                    "(one B·H·T×T float64 tensor = %.2f GB)\n",
+                    (long long)T, pass, "reference", ref_est_gb, args.budget_gb, B * H * tt_gb);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("\nvs ref: reference time / fused time. mem/ref: fused peak / reference peak "
+              "(* = against the reference's estimated peak, not run).\n");
+  return 0;
+}
