@@ -216,3 +216,20 @@ TEST(DataDataset, FullSotuCorpusIfInstalled) {
   EXPECT_EQ(s.longest_validation_bytes, 147254);
   std::cout << "[          ] " << data.describe() << "\n";
 }
+
+TEST(DataDataset, FullSotuSentencePieceIfInstalled) {
+  const fs::path data_dir = fs::path(HARNESS_SOURCE_DIR) / "data";
+  if (!fs::exists(data_dir / "sotu" / ".complete")) GTEST_SKIP() << "run scripts/fetch-corpus.sh to enable";
+  TempDir tmp;
+  DataOptions options;
+  options.data_dir = data_dir;
+  options.cache_dir = tmp.path;
+  options.tokenizer = {"sentencepiece", 4096};
+  Dataset data(options);
+  EXPECT_EQ(data.vocab_size(), 4096);
+  EXPECT_LT(data.stats().train_tokens, data.stats().train_bytes / 3);  // ~4.3 bytes per token
+  const auto& doc = data.validation_documents().front();
+  EXPECT_EQ(doc.name, "1798_john_adams_f.txt");
+  EXPECT_EQ(data.tokenizer().decode(doc.tokens).size(), 13337u);  // lossless
+  std::cout << "[          ] " << data.describe() << "\n";
+}
