@@ -17,6 +17,7 @@ int train_command(const Args& args) {
       ("run-dir", po::value(&run_dir), "results directory (default <run.out_dir>/<name>)")
       ("resume", "continue from the last checkpoint if there is one")
       ("overwrite", "discard an existing run in the results directory")
+      ("stop-after-steps", po::value<int64_t>(), "checkpoint and stop after this many steps (resume later)")
       ("no-progress", "log lines instead of a progress bar");
   po::variables_map vm;
   if (!parse("usage: harness train --config FILE [--set key=value]... [--resume]", args, options, vm))
@@ -28,6 +29,7 @@ int train_command(const Args& args) {
   opts.resume = vm.count("resume") > 0;
   opts.overwrite = vm.count("overwrite") > 0;
   if (vm.count("no-progress")) opts.progress_bar = 0;
+  if (vm.count("stop-after-steps")) opts.stop_after_steps = vm["stop-after-steps"].as<int64_t>();
   const auto outcome = train::train(loaded, opts);
 
   fmt::print("run: {}  ({} at step {}{})\n", outcome.run_dir, results::to_string(outcome.state),

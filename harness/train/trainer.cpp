@@ -251,11 +251,17 @@ TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& optio
   const auto schedule = schedule_options(c);
   const int64_t micro_batch = c.train.batch_size / c.train.grad_accum;
   model->train();
+  const int64_t session_start = step;
   try {
     while (step < c.train.steps) {
-      if (interrupt_requested()) {
+      const bool session_over =
+          options.stop_after_steps > 0 && step - session_start >= options.stop_after_steps;
+      if (interrupt_requested() || session_over) {
         progress.finish();
-        const std::string reason = fmt::format("signal {} at step {}", interrupt_signal(), step);
+        const std::string reason =
+            session_over ? fmt::format("stopped after {} steps this session (--stop-after-steps)",
+                                       options.stop_after_steps)
+                         : fmt::format("signal {} at step {}", interrupt_signal(), step);
         save(results::RunState::kInterrupted, reason);
         log->warn("interrupted ({}); checkpoint saved, continue with --resume", reason);
         outcome.state = results::RunState::kInterrupted;

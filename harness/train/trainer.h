@@ -16,6 +16,8 @@ struct TrainOptions {
   bool resume = false;     // continue from the last checkpoint if there is one, else start
   bool overwrite = false;  // discard an existing run in run_dir
   int progress_bar = -1;   // 1 on, 0 off, -1 when stderr is a terminal
+  int64_t stop_after_steps = 0;  // > 0: checkpoint and stop (interrupted) after this many steps
+                                 // in this session, for time-boxed jobs
 };
 
 struct TrainOutcome {

@@ -1,0 +1,31 @@
+# The two commands of the README:
+#   make quickstart   install what is missing, build (Release), run the main job, print results
+#   make test         install what is missing, build, run the test suite (ctest)
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: quickstart test deps build bench clean
+
+deps:
+	scripts/install-deps.sh
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+
+quickstart: deps build
+	$(BUILD)/harness train --config sweeps/examples/tiny.yaml --resume
+	@echo "results: results/tiny/run.h5 (h5dump -H results/tiny/run.h5)"
+
+test:
+	scripts/install-deps.sh --no-corpus
+	$(MAKE) --no-print-directory build
+	cd $(BUILD) && ctest --output-on-failure --timeout 900
+
+bench: build
+	scripts/install-deps.sh --no-corpus --bench
+	$(BUILD)/bench_attention
+
+clean:
+	rm -rf $(BUILD)

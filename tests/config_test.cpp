@@ -1,0 +1,127 @@
+// The config schema: errors name file:line:column, the key and what was expected; relative
+// values resolve against L; the run id depends on exactly the result-affecting keys.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "harness/config/engine_options.h"
+#include "harness/config/schema.h"
+#include "harness/util/errors.h"
+
+using harness::InputError;
+using harness::config::config_hash;
+using harness::config::load_run_config_text;
+
+namespace {
+
+std::string error_of(const std::string& yaml) {
+  try {
+    load_run_config_text(yaml, "cfg.yaml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+}  // namespace
+
+TEST(Config, DefaultsLoadFromAnEmptyDocument) {
+  const auto loaded = load_run_config_text("", "cfg.yaml", "empty");
+  EXPECT_EQ(loaded.config.name, "empty");
+  EXPECT_EQ(loaded.config.model.head_dim, 128 / 4);  // d_model / heads
+  EXPECT_EQ(loaded.config.eval_contexts(), (std::vector<int64_t>{64, 256, 1024}));
+}
+
+TEST(Config, UnknownKeyNamesPositionAndSuggests) {
+  const std::string msg = error_of("model:\n  layers: 2\n  d_modle: 64\n");
+  EXPECT_NE(msg.find("cfg.yaml:3:3: unknown key 'model.d_modle'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did you mean 'model.d_model'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("valid keys in 'model': layers, d_model"), std::string::npos) << msg;
+}
+
+TEST(Config, UnknownSectionListsTopLevelKeys) {
+  const std::string msg = error_of("trian:\n  steps: 3\n");
+  EXPECT_NE(msg.find("cfg.yaml:1:1: unknown key 'trian'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("train"), std::string::npos) << msg;
+}
+
+TEST(Config, WrongTypeAndRangeNameExpectation) {
+  std::string msg = error_of("model:\n  heads: four\n");
+  EXPECT_NE(msg.find("cfg.yaml:2:10: model.heads: expected an integer in [1, 1024], got 'four'"),
+            std::string::npos) << msg;
+  msg = error_of("train:\n  context: 0\n");
+  EXPECT_NE(msg.find("cfg.yaml:2:12: train.context: expected an integer in [1, 1048576], got 0"),
+            std::string::npos) << msg;
+  msg = error_of("attention:\n  method: rotary\n");
+  EXPECT_NE(msg.find("attention.method: 'rotary' is not valid; expected one of: "), std::string::npos) << msg;
+  EXPECT_NE(msg.find("si+p-rope"), std::string::npos) << msg;
+  msg = error_of("attention:\n  tau: -1\n");
+  EXPECT_NE(msg.find("attention.tau: expected a positive number"), std::string::npos) << msg;
+  msg = error_of("attention:\n  p_rope_fraction: 1.5\n");
+  EXPECT_NE(msg.find("attention.p_rope_fraction"), std::string::npos) << msg;
+  msg = error_of("model: 3\n");
+  EXPECT_NE(msg.find("model: expected a mapping"), std::string::npos) << msg;
+}
+
+TEST(Config, SyntaxErrorsAndDuplicatesHavePositions) {
+  std::string msg = error_of("model:\n  layers: [1, 2\n");
+  EXPECT_NE(msg.find("cfg.yaml:"), std::string::npos);
+  EXPECT_NE(msg.find("YAML syntax error"), std::string::npos) << msg;
+  msg = error_of("train:\n  steps: 3\n  steps: 4\n");
+  EXPECT_NE(msg.find("cfg.yaml:3:3: duplicate key 'train.steps'"), std::string::npos) << msg;
+}
+
+TEST(Config, CrossKeyChecksPointAtTheKey) {
+  std::string msg = error_of("model:\n  d_model: 100\n  heads: 3\n");
+  EXPECT_NE(msg.find("cfg.yaml:3:10: model.heads: model.d_model (100) is not divisible by model.heads (3)"),
+            std::string::npos) << msg;
+  msg = error_of("train:\n  batch_size: 10\n  grad_accum: 3\n");
+  EXPECT_NE(msg.find("train.grad_accum: must divide train.batch_size (10)"), std::string::npos) << msg;
+  msg = error_of("train:\n  context: 64\neval:\n  contexts: [L, L/3]\n");
+  EXPECT_NE(msg.find("eval.contexts: context 'L/3' resolves to"), std::string::npos) << msg;
+}
+
+TEST(Config, RelativeValuesResolveAgainstTrainingContext) {
+  const auto loaded = load_run_config_text(
+      "train: {context: 4000}\nattention: {tau: L/400, p_rope_base: 0.25*L, rope_base: 2L}\n"
+      "eval: {contexts: [L, 4L, 8000]}\n",
+      "cfg.yaml");
+  const auto m = harness::config::method_options(loaded.config);
+  EXPECT_DOUBLE_EQ(m.tau, 10.0);
+  EXPECT_DOUBLE_EQ(m.p_rope_base, 1000.0);
+  EXPECT_DOUBLE_EQ(m.rope_base, 8000.0);
+  EXPECT_EQ(loaded.config.eval_contexts(), (std::vector<int64_t>{4000, 16000, 8000}));
+  EXPECT_EQ(loaded.config.attention.tau.text(), "L/400");
+}
+
+TEST(Config, RunIdIgnoresKeyOrderAndRunKeysButNotResultKeys) {
+  const std::string a = "model: {layers: 2, d_model: 64}\ntrain: {steps: 10, seed: 1}\n";
+  const std::string b = "train: {seed: 1, steps: 10}\nmodel: {d_model: 64, layers: 2}\n";
+  const std::string runs_elsewhere =
+      a + "run: {out_dir: /tmp/x, threads: 3, log_every: 7}\nname: other\n";
+  const auto h = config_hash(load_run_config_text(a, "a.yaml").config);
+  EXPECT_EQ(h.size(), 16u);
+  EXPECT_EQ(h, config_hash(load_run_config_text(b, "b.yaml").config));
+  EXPECT_EQ(h, config_hash(load_run_config_text(runs_elsewhere, "c.yaml").config));
+  // Absolute and relative spellings of the same value are the same experiment.
+  EXPECT_EQ(config_hash(load_run_config_text("attention: {tau: 0.16}", "x").config),
+            config_hash(load_run_config_text("attention: {tau: L/400}", "x").config));
+  const std::vector<std::pair<std::string, std::string>> changes = {
+      {"train.seed", "2"}, {"attention.tau", "3"}, {"model.layers", "3"},
+      {"eval.contexts", "[L]"}, {"optim.lr_hidden", "0.01"}, {"attention.method", "rope"}};
+  for (const auto& [key, value] : changes) {
+    auto changed = load_run_config_text(a, "a.yaml");
+    harness::config::apply_override(changed, key, YAML::Load(value), {"test", 0, 0});
+    harness::config::resolve_and_validate(changed);
+    EXPECT_NE(config_hash(changed.config), h) << key;
+  }
+}
+
+TEST(Config, MissingFileIsAnInputError) {
+  try {
+    harness::config::load_run_config("/nonexistent/run.yaml");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/run.yaml: config file not found"), std::string::npos);
+  }
+}

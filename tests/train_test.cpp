@@ -1,0 +1,141 @@
+// End to end through the trainer on the offline fixture corpus: the loss falls, run.h5 holds the
+// documented datasets, an interrupted + resumed run equals an uninterrupted one, and bad input
+// exits 2 with nothing written.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "harness/config/schema.h"
+#include "harness/train/trainer.h"
+#include "harness/util/errors.h"
+#include "results/run_file.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("harness-train-" + std::to_string(::getpid())) / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir.parent_path());
+  return dir;
+}
+
+harness::config::LoadedConfig tiny_config(int steps, const std::string& method = "si+p-rope") {
+  const std::string yaml = std::string("data: {corpus: '") + HARNESS_TEST_DATA + "/sotu', data_dir: '" +
+                           (fs::temp_directory_path() / "harness-train-cache").string() + "'}\n" +
+                           "model: {layers: 1, d_model: 32, heads: 2}\n"
+                           "attention: {method: " + method + ", tau: L/400, p_rope_base: L/4}\n"
+                           "train: {context: 32, batch_size: 8, steps: " + std::to_string(steps) +
+                           ", seed: 3}\n"
+                           "eval: {contexts: [L, 4L], windows: 4, every: 10, position_buckets: 4}\n"
+                           "run: {threads: 2, checkpoint_every: 5}\n";
+  return harness::config::load_run_config_text(yaml, "tiny.yaml", "tiny");
+}
+
+harness::train::TrainOutcome run(const harness::config::LoadedConfig& c, const fs::path& dir,
+                                 bool resume = false, int64_t stop_after = 0) {
+  harness::train::TrainOptions o;
+  o.run_dir = dir.string();
+  o.resume = resume;
+  o.progress_bar = 0;
+  o.stop_after_steps = stop_after;
+  return harness::train::train(c, o);
+}
+
+}  // namespace
+
+TEST(Train, LossFallsAndRunFileHasTheDocumentedLayout) {
+  const auto dir = scratch("smoke");
+  const auto outcome = run(tiny_config(20), dir);
+  EXPECT_EQ(outcome.state, results::RunState::kDone);
+  const auto r = results::read_run_file((dir / "run.h5").string());
+  ASSERT_EQ(r.train.step.size(), 20u);
+  for (size_t i = 0; i < 20; ++i) EXPECT_EQ(r.train.step[i], int64_t(i + 1));
+  EXPECT_EQ(r.train.tokens.back(), 20 * 8 * 32);
+  // Byte-level loss starts near ln(256) = 5.55 and must clearly fall within 20 steps.
+  const double first = r.train.loss.front();
+  const double last = std::accumulate(r.train.loss.end() - 5, r.train.loss.end(), 0.0) / 5;
+  EXPECT_GT(first, 4.5);
+  EXPECT_LT(last, first - 1.0) << "first " << first << " last " << last;
+  ASSERT_EQ(r.eval.size(), 2u);
+  for (int64_t T : {32, 128}) {
+    const auto& e = r.eval.at(T);
+    EXPECT_EQ(e.step, (std::vector<int64_t>{10, 20}));
+    ASSERT_EQ(e.position_loss.size(), 2u);
+    EXPECT_EQ(e.position_loss[0].size(), 4u);
+    ASSERT_EQ(e.score_std.size(), 2u);
+    EXPECT_EQ(e.score_std[0].size(), 1u);  // one layer
+    EXPECT_GT(e.score_std[0][0], 0.0);
+    // The overall loss is the mean of the equal-width buckets.
+    const double mean = std::accumulate(e.position_loss[1].begin(), e.position_loss[1].end(), 0.0) / 4;
+    EXPECT_NEAR(mean, e.loss[1], 1e-9);
+  }
+  EXPECT_EQ(r.config.at("hash"), harness::config::config_hash(tiny_config(20).config));
+  EXPECT_NE(r.config.at("yaml").find("si+p-rope"), std::string::npos);
+  EXPECT_NE(r.config.at("canonical").find("attention.tau: 0.08"), std::string::npos);  // 32/400
+  EXPECT_TRUE(fs::exists(dir / "checkpoint.pt"));
+  EXPECT_TRUE(fs::exists(dir / "train.log"));
+}
+
+TEST(Train, InterruptedAndResumedEqualsUninterrupted) {
+  const auto c = tiny_config(12);
+  const auto straight_dir = scratch("straight");
+  run(c, straight_dir);
+  const auto straight = results::read_run_file((straight_dir / "run.h5").string());
+
+  const auto dir = scratch("resumed");
+  const auto first = run(c, dir, false, /*stop_after=*/7);  // last checkpoint at step 5
+  EXPECT_EQ(first.state, results::RunState::kInterrupted);
+  EXPECT_EQ(first.step, 7);
+  const auto second = run(c, dir, /*resume=*/true);
+  EXPECT_EQ(second.state, results::RunState::kDone);
+  const auto resumed = results::read_run_file((dir / "run.h5").string());
+
+  ASSERT_EQ(resumed.train.step.size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(resumed.train.step[i], int64_t(i + 1));  // strictly increasing, no duplicates
+    EXPECT_NEAR(resumed.train.loss[i], straight.train.loss[i], 1e-6) << "step " << i + 1;
+  }
+  for (const auto& [T, rows] : straight.eval) {
+    ASSERT_EQ(resumed.eval.at(T).loss.size(), rows.loss.size());
+    EXPECT_NEAR(resumed.eval.at(T).loss.back(), rows.loss.back(), 1e-6);
+  }
+  // Resuming a finished run does nothing.
+  EXPECT_EQ(run(c, dir, true).state, results::RunState::kDone);
+  EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).train.step.size(), 12u);
+}
+
+TEST(Train, ExistingRunIsNotOverwrittenSilently) {
+  const auto dir = scratch("exists");
+  run(tiny_config(2), dir);
+  EXPECT_THROW(run(tiny_config(2), dir), harness::InputError);
+  EXPECT_THROW(run(tiny_config(3), dir, true), harness::InputError);  // config changed
+}
+
+TEST(TrainCli, BadInputExitsTwoAndWritesNothing) {
+  const auto dir = scratch("cli");
+  fs::create_directories(dir);
+  const auto config = dir / "bad.yaml";
+  std::ofstream(config) << "model:\n  layers: 2\n  hedas: 4\n";
+  const auto out = dir / "results";
+  const std::string cmd = std::string(HARNESS_BINARY) + " train --config " + config.string() +
+                          " --set run.out_dir=" + out.string() + " > " + (dir / "log").string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_FALSE(fs::exists(out));
+  std::ifstream in(dir / "log");
+  const std::string log((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(log.find("bad.yaml:3:3: unknown key 'model.hedas' — did you mean 'model.heads'?"),
+            std::string::npos) << log;
+  // A context longer than every validation document is caught before training.
+  std::ofstream(config) << "data: {corpus: '" << HARNESS_TEST_DATA << "/sotu'}\n"
+                        << "train: {context: 64}\neval: {contexts: [L, 100000L]}\n";
+  EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2);
+  EXPECT_FALSE(fs::exists(out));
+}
