@@ -1,0 +1,162 @@
+#include "models/gpt.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace models {
+
+namespace {
+
+std::string bad(const std::string& option, const std::string& why) {
+  return "GPTOptions." + option + " " + why;
+}
+
+int64_t mlp_hidden(const GPTOptions& o) {
+  return static_cast<int64_t>(std::llround(o.mlp_ratio * static_cast<double>(o.d_model)));
+}
+
+// modded-nanogpt's CastedLinear init: U(-b, b), b = √3 · 0.5/√fan_in (std 0.5/√fan_in).
+void init_hidden(torch::nn::Linear& layer) {
+  torch::NoGradGuard ng;
+  const double fan_in = static_cast<double>(layer->weight.size(1));
+  const double bound = std::sqrt(3.0) * 0.5 / std::sqrt(fan_in);
+  layer->weight.uniform_(-bound, bound);
+}
+
+void init_zero(torch::nn::Linear& layer) {
+  torch::NoGradGuard ng;
+  layer->weight.zero_();
+}
+
+torch::nn::Linear linear(int64_t in, int64_t out) {
+  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+}
+
+}  // namespace
+
+void validate(const GPTOptions& o) {
+  if (o.vocab_size <= 0) throw std::invalid_argument(bad("vocab_size", "must be > 0"));
+  if (o.layers <= 0) throw std::invalid_argument(bad("layers", "must be > 0"));
+  if (o.d_model <= 0) throw std::invalid_argument(bad("d_model", "must be > 0"));
+  if (o.heads <= 0) throw std::invalid_argument(bad("heads", "must be > 0"));
+  if (o.head_dim <= 0) throw std::invalid_argument(bad("head_dim", "must be > 0"));
+  if (!(o.mlp_ratio > 0) || !std::isfinite(o.mlp_ratio) || mlp_hidden(o) < 1)
+    throw std::invalid_argument(
+        bad("mlp_ratio", "must be finite and > 0 with round(mlp_ratio·d_model) >= 1 (got " +
+                             std::to_string(o.mlp_ratio) + ")"));
+}
+
+torch::Tensor rms_norm(const torch::Tensor& x, double eps) {
+  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+AttentionBlockImpl::AttentionBlockImpl(const GPTOptions& options, int64_t /*layer*/)
+    : heads(options.heads), head_dim(options.head_dim) {
+  const int64_t C = options.d_model, HD = options.heads * options.head_dim;
+  q = register_module("q", linear(C, HD));
+  k = register_module("k", linear(C, HD));
+  v = register_module("v", linear(C, HD));
+  o = register_module("o", linear(HD, C));
+  init_hidden(q);
+  init_hidden(k);
+  init_hidden(v);
+  init_zero(o);
+  attention::MethodOptions m = options.attention;
+  m.heads = options.heads;
+  m.head_dim = options.head_dim;
+  core = register_module("core", attention::CausalAttention(m));
+}
+
+torch::Tensor AttentionBlockImpl::forward(const torch::Tensor& x) {
+  const auto B = x.size(0), T = x.size(1);
+  // (B, T, C) → (B, T, H, D) → (B, H, T, D)
+  auto split = [&](const torch::Tensor& t) {
+    return t.view({B, T, heads, head_dim}).transpose(1, 2);
+  };
+  auto qh = rms_norm(split(q(x)));  // QK-norm over head_dim, no gain
+  auto kh = rms_norm(split(k(x)));
+  auto vh = split(v(x));
+  auto y = core(qh, kh, vh);                                           // (B, H, T, D)
+  y = y.transpose(1, 2).contiguous().view({B, T, heads * head_dim});  // (B, T, H·D)
+  return o(y);                                                         // (B, T, C)
+}
+
+MLPImpl::MLPImpl(const GPTOptions& options) {
+  const int64_t C = options.d_model, M = mlp_hidden(options);
+  fc = register_module("fc", linear(C, M));
+  proj = register_module("proj", linear(M, C));
+  init_hidden(fc);
+  init_zero(proj);
+}
+
+torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
+  return proj(torch::relu(fc(x)).square());  // (B, T, M) → (B, T, C)
+}
+
+BlockImpl::BlockImpl(const GPTOptions& options, int64_t layer) {
+  attn = register_module("attn", AttentionBlock(options, layer));
+  mlp = register_module("mlp", MLP(options));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
+  auto h = x + attn(rms_norm(x));  // (B, T, C)
+  return h + mlp(rms_norm(h));     // (B, T, C)
+}
+
+// ---------------------------------------------------------------------------------------------
+
+GPTImpl::GPTImpl(GPTOptions options) : options_(std::move(options)) {
+  validate(options_);
+  options_.attention.heads = options_.heads;
+  options_.attention.head_dim = options_.head_dim;
+  const int64_t V = options_.vocab_size, C = options_.d_model;
+  embed = register_module("embed", torch::nn::Embedding(V, C));  // N(0, 1) init
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int64_t i = 0; i < options_.layers; ++i) {
+    block_list.push_back(Block(options_, i));
+    blocks->push_back(block_list.back());
+  }
+  head = register_module("head", linear(C, V));
+  init_zero(head);
+}
+
+torch::Tensor GPTImpl::forward(const torch::Tensor& tokens) {
+  TORCH_CHECK(tokens.dim() == 2, "GPT::forward: tokens must be (B, T), got ", tokens.sizes());
+  TORCH_CHECK(tokens.scalar_type() == torch::kLong, "GPT::forward: tokens must be int64");
+  auto x = rms_norm(embed(tokens));  // (B, T, C)
+  for (auto& block : block_list) x = block(x);
+  return head(rms_norm(x));  // (B, T, V)
+}
+
+torch::Tensor GPTImpl::loss(const torch::Tensor& tokens_in, const torch::Tensor& targets) {
+  TORCH_CHECK(targets.sizes() == tokens_in.sizes(), "GPT::loss: targets ", targets.sizes(),
+              " must match tokens ", tokens_in.sizes());
+  auto logits = forward(tokens_in);  // (B, T, V)
+  const auto V = logits.size(-1);
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, V}).to(torch::kFloat),
+                                              targets.reshape({-1}));
+}
+
+void GPTImpl::set_record_score_std(bool on) {
+  for (auto& block : block_list) block->attn->core->record_score_std = on;
+}
+
+std::vector<double> GPTImpl::score_std() const {
+  std::vector<double> out;
+  out.reserve(block_list.size());
+  for (const auto& block : block_list) out.push_back(block->attn->core->last_score_std);
+  return out;
+}
+
+int64_t GPTImpl::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace models

@@ -1,0 +1,111 @@
+// The causal GPT the experiments train: a small modded-nanogpt-style decoder (the paper's base).
+//
+//   tokens (B, T) → embed → RMSNorm → [block]×layers → RMSNorm → head → logits (B, T, V)
+//   block:  x = x + o(attn(QKNorm(q(n(x))), QKNorm(k(n(x))), v(n(x))))     n = RMSNorm
+//           x = x + proj(relu(fc(n(x)))²)
+//
+// Choices (modded-nanogpt's, kept because they train well at small scale too; see gpt.cpp):
+//  * every RMSNorm (embeddings, pre-attention, pre-MLP, final, and the QK-norm over head_dim) is
+//    parameter-free: no learned gain, eps = 1e-6. The only non-matrix parameters therefore come
+//    from the attention method itself (e.g. LogN's learned per-head scales).
+//  * no biases anywhere; untied output head.
+//  * init: embeddings N(0, 1); q/k/v/fc weights U(±√3·0.5/√fan_in) (std 0.5/√fan_in);
+//    the residual output projections (attn.o, mlp.proj) and the head are zero-initialised, so the
+//    untrained model is the identity on the residual stream and its loss is exactly ln(V).
+//
+// Parameter names (the optimiser groups rely on them, see models/optimizers.h):
+//   embed.weight (V, C) · head.weight (V, C)
+//   blocks.<i>.attn.{q,k,v}.weight (H·D, C) · blocks.<i>.attn.o.weight (C, H·D)
+//   blocks.<i>.attn.core.*  (whatever the attention method learns, e.g. logn_scale)
+//   blocks.<i>.mlp.fc.weight (M, C) · blocks.<i>.mlp.proj.weight (C, M),  M = round(mlp_ratio·C)
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "attention/attention.h"
+
+namespace models {
+
+struct GPTOptions {
+  int64_t vocab_size = 256;
+  int64_t layers = 2;
+  int64_t d_model = 128;
+  int64_t heads = 4;
+  int64_t head_dim = 32;   // q/k/v project d_model → heads·head_dim (need not equal d_model)
+  double mlp_ratio = 4.0;  // MLP hidden = round(mlp_ratio · d_model)
+  // The attention method. Its `heads` and `head_dim` are overwritten with the model's; the rest
+  // (method, τ, bases, train_context, kernel) is passed through unchanged.
+  attention::MethodOptions attention;
+};
+
+// Throws std::invalid_argument naming the offending option. (Method-specific constraints, e.g.
+// an odd head_dim with a RoPE-family method, are the attention layer's to reject.)
+void validate(const GPTOptions& options);
+
+// RMSNorm over the last dimension, no learned gain: x / sqrt(mean(x²) + eps).
+torch::Tensor rms_norm(const torch::Tensor& x, double eps = 1e-6);
+
+struct AttentionBlockImpl : torch::nn::Module {
+  AttentionBlockImpl(const GPTOptions& options, int64_t layer);
+  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) → (B, T, C), before the residual add
+
+  int64_t heads, head_dim;
+  torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
+  attention::CausalAttention core{nullptr};
+};
+TORCH_MODULE(AttentionBlock);
+
+struct MLPImpl : torch::nn::Module {
+  explicit MLPImpl(const GPTOptions& options);
+  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) → (B, T, C), ReLU²
+
+  torch::nn::Linear fc{nullptr}, proj{nullptr};
+};
+TORCH_MODULE(MLP);
+
+struct BlockImpl : torch::nn::Module {
+  BlockImpl(const GPTOptions& options, int64_t layer);
+  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) → (B, T, C), pre-norm residual
+
+  AttentionBlock attn{nullptr};
+  MLP mlp{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct GPTImpl : torch::nn::Module {
+  explicit GPTImpl(GPTOptions options);
+
+  // tokens (B, T) int64 in [0, vocab_size) → logits (B, T, V) float32. T may exceed the training
+  // context (zero-shot length generalisation).
+  torch::Tensor forward(const torch::Tensor& tokens);
+
+  // Mean next-token cross-entropy (nats) of forward(tokens_in) against targets (B, T) int64.
+  torch::Tensor loss(const torch::Tensor& tokens_in, const torch::Tensor& targets);
+
+  // Record the raw attention score std of each layer on the following forward passes.
+  void set_record_score_std(bool on);
+  // Per layer: std of s = scale·q·k in the last forward pass while recording (0 before).
+  std::vector<double> score_std() const;
+
+  const GPTOptions& options() const { return options_; }
+  int64_t num_parameters() const;
+
+  torch::nn::Embedding embed{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  std::vector<Block> block_list;  // the same modules as `blocks`, typed
+  torch::nn::Linear head{nullptr};
+
+ private:
+  GPTOptions options_;
+};
+TORCH_MODULE(GPT);
+
+}  // namespace models

@@ -1,0 +1,118 @@
+// Muon: Newton–Schulz orthogonalisation and the Nesterov momentum step.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "models/muon.h"
+
+namespace {
+
+// The quintic iteration written out independently, in float64.
+torch::Tensor reference_ns5(torch::Tensor G, int steps = 5) {
+  const double a = 3.4445, b = -4.7750, c = 2.0315;
+  auto X = G.to(torch::kDouble);
+  const bool tall = X.size(0) > X.size(1);
+  if (tall) X = X.t();
+  X = X / (std::sqrt(X.pow(2).sum().item<double>()) + 1e-7);
+  for (int i = 0; i < steps; ++i) {
+    auto A = X.mm(X.t());
+    X = a * X + (b * A + c * A.mm(A)).mm(X);
+  }
+  return tall ? X.t() : X;
+}
+
+// The exact orthogonal polar factor U·Vᵀ.
+torch::Tensor polar(const torch::Tensor& G) {
+  auto usv = torch::linalg_svd(G.to(torch::kDouble), /*full_matrices=*/false);
+  return std::get<0>(usv).mm(std::get<2>(usv));
+}
+
+double cosine(const torch::Tensor& a, const torch::Tensor& b) {
+  auto x = a.to(torch::kDouble).flatten(), y = b.to(torch::kDouble).flatten();
+  return (x.dot(y) / (x.norm() * y.norm())).item<double>();
+}
+
+}  // namespace
+
+TEST(MuonNewtonSchulz, MatchesFloat64Reference) {
+  torch::manual_seed(0);
+  for (auto shape : {std::vector<int64_t>{32, 64}, {96, 48}, {40, 40}, {1, 17}}) {
+    auto G = torch::randn(shape);
+    auto X = models::newton_schulz5(G);
+    EXPECT_EQ(X.scalar_type(), torch::kFloat);
+    ASSERT_EQ(X.sizes(), G.sizes());
+    auto ref = reference_ns5(G);
+    const double err = (X.to(torch::kDouble) - ref).abs().max().item<double>();
+    EXPECT_LT(err, 1e-4) << "shape " << G.sizes();
+  }
+}
+
+TEST(MuonNewtonSchulz, SingularValuesInBandAndAlignedWithPolarFactor) {
+  torch::manual_seed(1);
+  // Rectangular Gaussian matrices are well conditioned enough for 5 steps to reach the band.
+  for (auto shape : {std::vector<int64_t>{32, 128}, {128, 32}, {64, 256}}) {
+    auto G = torch::randn(shape);
+    auto X = models::newton_schulz5(G);
+    auto sv = torch::linalg_svdvals(X.to(torch::kDouble));
+    EXPECT_GT(sv.min().item<double>(), 0.5) << G.sizes();
+    EXPECT_LT(sv.max().item<double>(), 1.5) << G.sizes();
+    EXPECT_GT(cosine(X, polar(G)), 0.95) << G.sizes();
+  }
+  // A square Gaussian matrix has tiny singular values that 5 steps cannot lift; the direction
+  // is still close to U·Vᵀ.
+  auto G = torch::randn({64, 64});
+  EXPECT_GT(cosine(models::newton_schulz5(G), polar(G)), 0.9);
+  // Scale invariance (up to the 1e-7): the input's norm does not matter.
+  EXPECT_TRUE(torch::allclose(models::newton_schulz5(G), models::newton_schulz5(1000 * G), 1e-4,
+                              1e-5));
+}
+
+TEST(MuonMomentum, NesterovTwoStepsByHand) {
+  const double m = 0.9;
+  auto g1 = torch::tensor({1.0f, -2.0f, 4.0f});
+  auto g2 = torch::tensor({0.5f, 3.0f, -1.0f});
+  auto buf = torch::zeros({3});
+  auto u1 = models::muon_momentum(g1, buf, m, /*nesterov=*/true);
+  // buf1 = 0.1·g1;  u1 = 0.1·g1 + 0.9·buf1 = 0.19·g1
+  EXPECT_TRUE(torch::allclose(buf, 0.1 * g1, 1e-6, 1e-6));
+  EXPECT_TRUE(torch::allclose(u1, 0.19 * g1, 1e-6, 1e-6));
+  auto u2 = models::muon_momentum(g2, buf, m, true);
+  // buf2 = 0.9·0.1·g1 + 0.1·g2;  u2 = 0.1·g2 + 0.9·buf2 = 0.081·g1 + 0.19·g2
+  EXPECT_TRUE(torch::allclose(buf, 0.09 * g1 + 0.1 * g2, 1e-6, 1e-6));
+  EXPECT_TRUE(torch::allclose(u2, 0.081 * g1 + 0.19 * g2, 1e-6, 1e-6));
+
+  auto plain = torch::zeros({3});
+  models::muon_momentum(g1, plain, m, false);
+  auto p2 = models::muon_momentum(g2, plain, m, false);
+  EXPECT_TRUE(torch::allclose(p2, 0.09 * g1 + 0.1 * g2, 1e-6, 1e-6));
+}
+
+TEST(MuonStep, OneStepMatchesHandComputation) {
+  torch::manual_seed(2);
+  EXPECT_DOUBLE_EQ(models::muon_shape_scale(64, 32), std::sqrt(2.0));
+  EXPECT_DOUBLE_EQ(models::muon_shape_scale(32, 64), 1.0);
+  for (auto shape : {std::vector<int64_t>{64, 32}, {32, 64}}) {
+    auto p = torch::randn(shape).requires_grad_();
+    auto p0 = p.detach().clone();
+    auto g = torch::randn(shape);
+    p.mutable_grad() = g.clone();
+    models::MuonOptions o;
+    o.lr = 0.05;
+    o.momentum = 0.95;
+    models::Muon muon({p}, o);
+    muon.step(/*lr_factor=*/0.5);
+    // first step: u = (1 − m)(1 + m)·g, orthogonalised; lr_eff = 0.025
+    auto u = reference_ns5((1 - 0.95) * (1 + 0.95) * g.to(torch::kDouble));
+    auto expected = p0.to(torch::kDouble) -
+                    0.025 * models::muon_shape_scale(shape[0], shape[1]) * u;
+    EXPECT_LT((p.detach().to(torch::kDouble) - expected).abs().max().item<double>(), 1e-5);
+    EXPECT_TRUE(torch::allclose(muon.momentum_buffers()[0], 0.05 * g, 1e-5, 1e-6));
+    EXPECT_EQ(muon.steps(), 1);
+  }
+}
+
+TEST(MuonStep, RejectsNonMatrixParameters) {
+  EXPECT_THROW(models::Muon({torch::zeros({3}, torch::requires_grad())}, {}),
+               std::invalid_argument);
+}
