@@ -1,15 +1,18 @@
 #include "harness/config/engine_options.h"
 
+#include "attention/method.h"
+#include "models/optimizers.h"
+#include "models/schedule.h"
+
 namespace harness::config {
 
 std::vector<std::string> method_names() { return attention::preset_names(); }
-std::vector<std::string> positional_names() {
-  return {"nope", "rope", "p-rope", "ntk", "yarn", "alibi"};
-}
-std::vector<std::string> transform_names() { return {"none", "logn", "scale-invariant", "infoscale"}; }
-std::vector<std::string> tokenizer_names() { return {"byte", "sentencepiece"}; }
-std::vector<std::string> optimizer_names() { return {"muon", "adamw"}; }
-std::vector<std::string> schedule_names() { return {"constant-cooldown", "cosine", "constant"}; }
+std::vector<std::string> positional_names() { return attention::positional_names(); }
+std::vector<std::string> transform_names() { return attention::transform_names(); }
+std::vector<std::string> kernel_names() { return attention::kernel_names(); }
+std::vector<std::string> tokenizer_names() { return {"byte", "sentencepiece", "pretokenized"}; }
+std::vector<std::string> optimizer_names() { return models::optimizer_names(); }
+std::vector<std::string> schedule_names() { return models::schedule_names(); }
 
 attention::MethodOptions method_options(const RunConfig& c) {
   attention::MethodOptions m;
@@ -31,7 +34,8 @@ attention::MethodOptions method_options(const RunConfig& c) {
 }
 
 void check_engine_options(const RunConfig& config) {
-  attention::CausalAttention probe(method_options(config));  // throws on impossible methods
+  const auto method = attention::resolve_method(method_options(config));  // throws if impossible
+  for (const int64_t T : config.eval_contexts()) attention::check_context(method, T);
 }
 
 }  // namespace harness::config

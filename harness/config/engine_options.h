@@ -13,6 +13,7 @@ namespace harness::config {
 std::vector<std::string> method_names();
 std::vector<std::string> positional_names();
 std::vector<std::string> transform_names();
+std::vector<std::string> kernel_names();
 std::vector<std::string> tokenizer_names();
 std::vector<std::string> optimizer_names();
 std::vector<std::string> schedule_names();

@@ -260,8 +260,7 @@ std::vector<KeySpec> build_schema() {
                        [](auto& c) -> auto& { return c.attention.score_scale; }, 0.0, 1e6, false,
                        "s = score_scale · q·k; 0 means 1/sqrt(head_dim)"));
   s.push_back(choice_key("attention.kernel", [](auto& c) -> auto& { return c.attention.kernel; },
-                         [] { return std::vector<std::string>{"reference", "fused", "cuda"}; },
-                         "attention kernel (same maths; fused is memory-efficient)", false));
+                         kernel_names, "attention kernel (same maths; fused is memory-efficient)", false));
   // Training.
   s.push_back(integer_key("train.context", [](auto& c) -> auto& { return c.train.context; }, 1,
                           1 << 20, "training context L"));

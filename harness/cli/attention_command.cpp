@@ -1,0 +1,108 @@
+#include <fmt/format.h>
+
+#include <sstream>
+
+#include "attention/inspect.h"
+#include "harness/cli/commands.h"
+#include "harness/cli/options.h"
+#include "harness/config/engine_options.h"
+#include "harness/util/errors.h"
+
+namespace harness::cli {
+
+namespace {
+
+std::vector<int64_t> parse_distances(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size() || v < 0) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw InputError(fmt::format("--distances: '{}' is not a non-negative integer (expected a "
+                                   "comma-separated list such as 0,1,10,100)", item));
+    }
+  }
+  if (out.empty()) throw InputError("--distances: expected at least one distance");
+  return out;
+}
+
+}  // namespace
+
+// `harness attention inspect`: what a method does to the logit at each distance. Values such as
+// --tau L/400 are read by the config schema, so they resolve exactly as in a run config.
+int attention_command(const Args& args) {
+  const std::string usage =
+      "usage: harness attention inspect --method NAME [--tau V] [--distances 0,1,10,100,1000]\n"
+      "                                 [--context T] [--train-context L] [--config FILE]\n"
+      "  V may be absolute (10) or relative to L (L/400). With --config, the method is the\n"
+      "  config's and the other options override it.";
+  po::options_description options("attention inspect options");
+  std::string action, distances = "0,1,10,100,1000", config_path;
+  std::vector<std::string> sets;
+  options.add_options()
+      ("action", po::value(&action)->required(), "inspect")
+      ("config,c", po::value(&config_path), "start from this run config")
+      ("method", po::value<std::string>(), "preset (see harness config keys)")
+      ("positional", po::value<std::string>(), "override the positional encoding")
+      ("transform", po::value<std::string>(), "override the logit transform")
+      ("tau", po::value<std::string>(), "scale-invariant tau")
+      ("rope-base", po::value<std::string>(), "RoPE base")
+      ("p-rope-base", po::value<std::string>(), "respread p-RoPE base")
+      ("p-rope-fraction", po::value<std::string>(), "fraction of rotated pairs")
+      ("p-rope-variant", po::value<std::string>(), "respread | truncate")
+      ("heads", po::value<std::string>(), "attention heads (ALiBi slopes)")
+      ("head-dim", po::value<std::string>(), "head dimension (RoPE frequencies)")
+      ("train-context", po::value<std::string>(), "training context L")
+      ("context", po::value<int64_t>(), "evaluation context T (default L)")
+      ("distances", po::value(&distances), "comma-separated distances t = i - j");
+  po::positional_options_description positional;
+  positional.add("action", 1);
+  po::variables_map vm;
+  if (!parse(usage, args, options, vm, &positional)) return kExitOk;
+  if (action != "inspect")
+    throw InputError(fmt::format("attention: unknown action '{}'; expected inspect\n{}", action, usage));
+
+  // Map the flags onto config keys so they are validated and resolved like a config file.
+  const std::vector<std::pair<const char*, const char*>> flag_keys = {
+      {"method", "attention.method"},       {"positional", "attention.positional"},
+      {"transform", "attention.transform"}, {"tau", "attention.tau"},
+      {"rope-base", "attention.rope_base"}, {"p-rope-base", "attention.p_rope_base"},
+      {"p-rope-fraction", "attention.p_rope_fraction"},
+      {"p-rope-variant", "attention.p_rope_variant"},
+      {"heads", "model.heads"},             {"head-dim", "model.head_dim"},
+      {"train-context", "train.context"}};
+  for (const auto& [flag, key] : flag_keys)
+    if (vm.count(flag)) sets.push_back(fmt::format("{}={}", key, vm[flag].as<std::string>()));
+  // Without a config: the tiny default model, so heads × head_dim need not divide anything.
+  config::LoadedConfig loaded;
+  if (config_path.empty()) {
+    loaded = config::load_run_config_text("model: {d_model: 128, heads: 4}", "<defaults>");
+    std::vector<std::string> with_head_dim = sets;
+    for (const auto& s : sets)
+      if (s.rfind("model.heads=", 0) == 0 && !vm.count("head-dim")) with_head_dim.push_back("model.head_dim=32");
+    sets = with_head_dim;
+  } else {
+    loaded = config::load_run_config(config_path);
+  }
+  for (const auto& item : sets) {
+    const auto eq = item.find('=');
+    config::apply_override(loaded, item.substr(0, eq), YAML::Load(item.substr(eq + 1)),
+                           {"--" + item.substr(0, eq), 0, 0});
+  }
+  config::resolve_and_validate(loaded);
+  const auto method = config::method_options(loaded.config);
+  const int64_t T = vm.count("context") ? vm["context"].as<int64_t>() : method.train_context;
+  try {
+    fmt::print("{}", attention::inspect_method(method, parse_distances(distances), T));
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+  return kExitOk;
+}
+
+}  // namespace harness::cli
