@@ -6,6 +6,8 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"train", "train one run from a config file (or resume it)", &train_command},
       {"config", "list config keys; show a resolved config and its run id", &config_command},
+      {"attention", "inspect what a method does to the logit at each distance", &attention_command},
+      {"sweep", "plan, run, inspect and submit declarative sweeps", &sweep_command},
   };
   return table;
 }

@@ -19,5 +19,7 @@ const std::vector<Command>& commands();
 
 int train_command(const Args& args);
 int config_command(const Args& args);
+int attention_command(const Args& args);
+int sweep_command(const Args& args);
 
 }  // namespace harness::cli

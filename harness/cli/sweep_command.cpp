@@ -1,0 +1,192 @@
+// `harness sweep plan|run|run-one|status|table|submit`: argument parsing only; the logic lives in
+// sweeps/ (sweep files, runner, Slurm) and analysis/ (the loss table).
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "analysis/loss_table.h"
+#include "harness/cli/commands.h"
+#include "harness/cli/options.h"
+#include "harness/train/trainer.h"
+#include "harness/util/errors.h"
+#include "sweeps/plan.h"
+#include "sweeps/runner.h"
+#include "sweeps/slurm.h"
+#include "sweeps/sweep_file.h"
+
+namespace harness::cli {
+
+namespace {
+
+const char* kUsage =
+    "usage: harness sweep plan FILE       the runs (run id, varying keys, state); nothing is written\n"
+    "       harness sweep run FILE [--jobs N] [--threads-per-job M] [--retry-failed]\n"
+    "                                     run every run not done yet, one worker process each\n"
+    "       harness sweep status FILE     state, step and latest validation losses of each run\n"
+    "       harness sweep table FILE [--csv PATH] [--mean-over-seeds]\n"
+    "                                     final validation loss by run and context\n"
+    "       harness sweep submit FILE --slurm [--partition P] [--time T] [--cpus-per-task C]\n"
+    "                            [--gpus-per-task G] [--max-parallel K] [--dry-run]\n"
+    "                                     an sbatch job array, one task per run not done\n"
+    "       harness sweep run-one FILE --index I [--threads M]\n"
+    "                                     one run in this process (what workers and Slurm run)\n"
+    "Sweep files: sweeps/README.md";
+
+// Parses `args` (after the action) with a positional FILE; false when --help was printed.
+bool parse_action(const std::string& action, const Args& args, po::options_description& options,
+                  po::variables_map& vm, std::string& file) {
+  options.add_options()("file", po::value(&file), "sweep file (YAML)");
+  po::positional_options_description positional;
+  positional.add("file", 1);
+  if (!parse(fmt::format("usage: harness sweep {} FILE [options]\n\n{}", action, kUsage), args,
+             options, vm, &positional))
+    return false;
+  if (file.empty()) throw InputError(fmt::format("sweep {}: a sweep FILE is required\n\n{}", action, kUsage));
+  return true;
+}
+
+int plan_or_status(const std::string& action, const Args& args) {
+  po::options_description options(fmt::format("sweep {} options", action));
+  po::variables_map vm;
+  std::string file;
+  if (!parse_action(action, args, options, vm, file)) return kExitOk;
+  const auto sweep = sweeps::load_sweep(file);
+  const auto statuses = sweeps::inspect_runs(sweep);
+  fmt::print("{}", action == "plan" ? sweeps::format_plan(sweep, statuses)
+                                    : sweeps::format_status(sweep, statuses));
+  return kExitOk;
+}
+
+int run(const Args& args) {
+  po::options_description options("sweep run options");
+  int jobs = 1, threads = 0;
+  options.add_options()
+      ("jobs,j", po::value(&jobs)->default_value(1), "runs at a time (one worker process each)")
+      ("threads-per-job", po::value(&threads)->default_value(0), "CPU threads per run; 0: cores / jobs")
+      ("retry-failed", "resume failed runs too (from their last checkpoint)")
+      ("no-live", "event lines only, no live status table");
+  po::variables_map vm;
+  std::string file;
+  if (!parse_action("run", args, options, vm, file)) return kExitOk;
+  if (jobs < 1) throw InputError(fmt::format("--jobs: expected at least 1, got {}", jobs));
+  if (threads < 0) throw InputError(fmt::format("--threads-per-job: expected 0 or more, got {}", threads));
+  const auto sweep = sweeps::load_sweep(file);  // validates everything before anything starts
+  sweeps::LocalRunOptions run_options;
+  run_options.jobs = jobs;
+  run_options.threads_per_job = threads;
+  run_options.retry_failed = vm.count("retry-failed") > 0;
+  if (vm.count("no-live")) run_options.live_display = 0;
+  return sweeps::run_sweep(sweep, run_options);
+}
+
+int run_one(const Args& args) {
+  po::options_description options("sweep run-one options");
+  int64_t index = -1;
+  int threads = 0;
+  options.add_options()
+      ("index,i", po::value(&index)->required(), "run index (plan order, as `sweep plan` shows)")
+      ("threads", po::value(&threads)->default_value(0), "CPU threads; 0: the config's run.threads")
+      ("retry-failed", "resume the run even if it failed before");
+  po::variables_map vm;
+  std::string file;
+  if (!parse_action("run-one", args, options, vm, file)) return kExitOk;
+  if (index < 0) throw InputError(fmt::format("--index: expected 0 or more, got {}", index));
+  const auto sweep = sweeps::load_sweep(file);
+  return sweeps::run_one(sweep, size_t(index), threads, vm.count("retry-failed") > 0);
+}
+
+int table(const Args& args) {
+  po::options_description options("sweep table options");
+  std::string csv_path;
+  options.add_options()
+      ("csv", po::value(&csv_path), "also write the table as CSV to PATH")
+      ("mean-over-seeds", "one row per setting: mean ± sd over train.seed");
+  po::variables_map vm;
+  std::string file;
+  if (!parse_action("table", args, options, vm, file)) return kExitOk;
+  const auto sweep = sweeps::load_sweep(file);
+  const auto statuses = sweeps::inspect_runs(sweep);
+  std::vector<analysis::LossTableInput> inputs;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    analysis::LossTableInput in;
+    in.run_id = sweep.runs[i].id;
+    for (const auto& key : sweep.varying_keys) in.labels.push_back(sweep.value_text(i, key));
+    in.run_file = train::RunPaths(sweep.runs[i].run_dir).results;
+    inputs.push_back(std::move(in));
+  }
+  auto loss_table = analysis::build_loss_table(sweep.varying_keys, inputs);
+  // The sweep knows more than run.h5 (a live lock means running; no holder means killed).
+  for (size_t i = 0; i < statuses.size(); ++i) loss_table.rows[i].state = sweeps::to_string(statuses[i].state);
+  if (vm.count("mean-over-seeds")) loss_table = analysis::average_over(loss_table, "train.seed");
+  fmt::print("# sweep {}: final validation loss by run and context ({}/)\n{}", sweep.name,
+             sweep.sweep_dir, analysis::format_text(loss_table));
+  if (!csv_path.empty()) {
+    sweeps::write_file_atomically(csv_path, analysis::format_csv(loss_table));
+    fmt::print("CSV: {}\n", csv_path);
+  }
+  return kExitOk;
+}
+
+int submit(const Args& args) {
+  po::options_description options("sweep submit options");
+  sweeps::SlurmOptions slurm;
+  options.add_options()
+      ("slurm", "submit to Slurm as a job array (the only scheduler so far)")
+      ("partition,p", po::value(&slurm.partition), "Slurm partition")
+      ("time,t", po::value(&slurm.time), "time limit per task, e.g. 04:00:00")
+      ("cpus-per-task,c", po::value(&slurm.cpus_per_task)->default_value(1), "CPUs (= threads) per run")
+      ("gpus-per-task", po::value(&slurm.gpus_per_task)->default_value(0), "GPUs per run")
+      ("max-parallel", po::value(&slurm.max_parallel)->default_value(0), "at most K tasks at once (%K); 0: no limit")
+      ("signal-seconds", po::value(&slurm.signal_seconds)->default_value(120),
+       "checkpoint and requeue this long before the time limit")
+      ("sbatch", po::value(&slurm.sbatch_args)->composing(), "an extra #SBATCH option, e.g. --sbatch=--account=abc (repeatable)")
+      ("retry-failed", "submit failed runs too (they resume from their checkpoint)")
+      ("dry-run", "write and print the script; do not submit");
+  po::variables_map vm;
+  std::string file;
+  if (!parse_action("submit", args, options, vm, file)) return kExitOk;
+  if (!vm.count("slurm")) throw InputError("sweep submit: pass --slurm (the only scheduler supported)");
+  if (slurm.cpus_per_task < 1) throw InputError("--cpus-per-task: expected at least 1");
+  if (slurm.gpus_per_task < 0 || slurm.max_parallel < 0 || slurm.signal_seconds < 1)
+    throw InputError("--gpus-per-task and --max-parallel: expected 0 or more; --signal-seconds: at least 1");
+  slurm.retry_failed = vm.count("retry-failed") > 0;
+  slurm.dry_run = vm.count("dry-run") > 0;
+  const auto sweep = sweeps::load_sweep(file);
+  const auto submission = sweeps::submit_slurm(sweep, slurm);
+  if (submission.run_indices.empty()) {
+    fmt::print("sweep {}: nothing to submit (every run is done or running)\n", sweep.name);
+    return kExitOk;
+  }
+  if (slurm.dry_run) {
+    fmt::print("{}\n# dry run: wrote {} ({} array task{}); not submitted\n", submission.script,
+               submission.script_path, submission.run_indices.size(),
+               submission.run_indices.size() == 1 ? "" : "s");
+    return kExitOk;
+  }
+  fmt::print("submitted job array {} ({} task{}) for sweep {}: {}\nlogs: {}/slurm/<job>_<task>.out; "
+             "progress: harness sweep status {}\n",
+             submission.job_id, submission.run_indices.size(),
+             submission.run_indices.size() == 1 ? "" : "s", sweep.name, submission.script_path,
+             sweep.sweep_dir, file);
+  return kExitOk;
+}
+
+}  // namespace
+
+int sweep_command(const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    fmt::print("{}\n", kUsage);
+    return args.empty() ? kExitBadInput : kExitOk;
+  }
+  const std::string action = args[0];
+  const Args rest(args.begin() + 1, args.end());
+  if (action == "plan" || action == "status") return plan_or_status(action, rest);
+  if (action == "run") return run(rest);
+  if (action == "run-one") return run_one(rest);
+  if (action == "table") return table(rest);
+  if (action == "submit") return submit(rest);
+  throw InputError(fmt::format("sweep: unknown action '{}'; expected plan, run, status, table, "
+                               "submit or run-one\n\n{}", action, kUsage));
+}
+
+}  // namespace harness::cli

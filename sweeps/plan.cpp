@@ -1,0 +1,151 @@
+#include "sweeps/plan.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+namespace fs = std::filesystem;
+
+namespace harness::sweeps {
+
+namespace {
+
+// Column widths so that key=value columns line up across runs.
+std::vector<size_t> setting_widths(const Sweep& sweep) {
+  std::vector<size_t> widths;
+  for (const auto& key : sweep.varying_keys) {
+    size_t w = 0;
+    for (size_t i = 0; i < sweep.runs.size(); ++i)
+      w = std::max(w, key.size() + 1 + sweep.value_text(i, key).size());
+    widths.push_back(w);
+  }
+  return widths;
+}
+
+std::string padded_settings(const Sweep& sweep, size_t i, const std::vector<size_t>& widths) {
+  std::string out;
+  for (size_t k = 0; k < sweep.varying_keys.size(); ++k) {
+    const auto& key = sweep.varying_keys[k];
+    out += fmt::format("{:<{}}  ", key + "=" + sweep.value_text(i, key), widths[k]);
+  }
+  return out;
+}
+
+std::string header(const Sweep& sweep) {
+  return fmt::format("# sweep {} ({}): {} run{} → {}/\n", sweep.name, sweep.path, sweep.runs.size(),
+                     sweep.runs.size() == 1 ? "" : "s", sweep.sweep_dir);
+}
+
+std::string counts(const std::vector<RunStatus>& statuses) {
+  size_t by_state[5] = {};
+  for (const auto& s : statuses) ++by_state[size_t(s.state)];
+  std::string out = fmt::format("{} of {} runs done", by_state[size_t(RunState::kDone)], statuses.size());
+  for (const RunState s : {RunState::kPending, RunState::kRunning, RunState::kInterrupted, RunState::kFailed})
+    if (by_state[size_t(s)]) out += fmt::format(", {} {}", by_state[size_t(s)], to_string(s));
+  return out + "\n";
+}
+
+std::string state_text(const RunStatus& s) {
+  std::string out = to_string(s.state);
+  if (s.state == RunState::kRunning && !s.holder.empty()) out += fmt::format(" ({})", s.holder);
+  if (s.killed) out += " (killed)";
+  return out;
+}
+
+}  // namespace
+
+std::vector<RunStatus> inspect_runs(const Sweep& sweep) {
+  std::vector<RunStatus> out;
+  for (const auto& run : sweep.runs) out.push_back(inspect_run(run));
+  return out;
+}
+
+std::string varying_settings(const Sweep& sweep, size_t i) {
+  std::string out;
+  for (const auto& key : sweep.varying_keys)
+    out += (out.empty() ? "" : " ") + key + "=" + sweep.value_text(i, key);
+  return out;
+}
+
+std::string format_plan(const Sweep& sweep, const std::vector<RunStatus>& statuses) {
+  std::string out = header(sweep);
+  const auto widths = setting_widths(sweep);
+  for (size_t i = 0; i < sweep.runs.size(); ++i)
+    out += fmt::format("{}  #{:<3} {}{}\n", sweep.runs[i].id, i, padded_settings(sweep, i, widths),
+                       state_text(statuses[i]));
+  return out + counts(statuses);
+}
+
+std::string format_status(const Sweep& sweep, const std::vector<RunStatus>& statuses) {
+  std::string out = header(sweep);
+  const auto widths = setting_widths(sweep);
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    const RunStatus& s = statuses[i];
+    std::string losses;
+    if (!s.eval_loss.empty()) {
+      losses = fmt::format("  val@{}", s.eval_step);
+      for (const auto& [T, loss] : s.eval_loss) losses += fmt::format("  {}: {:.4f}", T, loss);
+    }
+    std::string detail;
+    if (s.state == RunState::kRunning && !s.holder.empty()) detail = "pid " + s.holder;
+    else if (s.state != RunState::kDone && !s.reason.empty()) detail = s.reason;
+    out += fmt::format("{}  #{:<3} {}{:<11} {:>11}{}{}\n", sweep.runs[i].id, i,
+                       padded_settings(sweep, i, widths), to_string(s.state),
+                       fmt::format("{}/{}", s.step, s.total), losses,
+                       detail.empty() ? "" : "  (" + detail + ")");
+  }
+  return out + counts(statuses);
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  // A per-process temporary name: concurrent `sweep run`s may write the same record.
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  size_t written = 0;
+  while (written < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(err)));
+    }
+    written += size_t(n);
+  }
+  ::fsync(fd);
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(err)));
+  }
+}
+
+void write_sweep_record(const Sweep& sweep) {
+  fs::create_directories(sweep.sweep_dir);
+  const fs::path dir(sweep.sweep_dir);
+  write_file_atomically((dir / "sweep.yaml").string(),
+                        fmt::format("# sweep file {} as last run or submitted\n{}", sweep.path, sweep.text));
+  if (!sweep.base_path.empty())
+    write_file_atomically((dir / "base.yaml").string(),
+                          fmt::format("# base config {}\n{}", sweep.base_path, sweep.base_text));
+  std::string tsv = "index\trun_id";
+  for (const auto& key : sweep.varying_keys) tsv += "\t" + key;
+  tsv += "\n";
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    tsv += fmt::format("{}\t{}", i, sweep.runs[i].id);
+    for (const auto& key : sweep.varying_keys) tsv += "\t" + sweep.value_text(i, key);
+    tsv += "\n";
+  }
+  write_file_atomically((dir / "runs.tsv").string(), tsv);
+}
+
+}  // namespace harness::sweeps

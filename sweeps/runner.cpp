@@ -1,0 +1,326 @@
+#include "sweeps/runner.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "harness/train/trainer.h"
+#include "harness/util/errors.h"
+#include "harness/util/interrupt.h"
+#include "sweeps/plan.h"
+#include "sweeps/run_lock.h"
+#include "sweeps/run_status.h"
+
+namespace fs = std::filesystem;
+
+namespace harness::sweeps {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string clock_time() {
+  const std::time_t now = std::time(nullptr);
+  return fmt::format("{:%H:%M:%S}", fmt::localtime(now));
+}
+
+std::string duration_text(double seconds) {
+  const auto s = int64_t(seconds);
+  return s >= 3600 ? fmt::format("{}:{:02d}:{:02d}", s / 3600, s / 60 % 60, s % 60)
+                   : fmt::format("{}:{:02d}", s / 60, s % 60);
+}
+
+std::string worker_log(const PlannedRun& run) { return (fs::path(run.run_dir) / "worker.log").string(); }
+
+// The last non-empty line of a worker's log: its error message when it failed before training.
+std::string last_log_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+int terminal_columns() {
+  winsize ws{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20) return ws.ws_col;
+  return 120;
+}
+
+// A block of lines redrawn in place at the bottom of the terminal; event lines scroll above it.
+class LiveTable {
+ public:
+  explicit LiveTable(bool enabled) : enabled_(enabled) {}
+  void clear() {
+    if (!enabled_ || lines_ == 0) return;
+    fmt::print("\033[{}F\033[J", lines_);
+    lines_ = 0;
+  }
+  void draw(const std::vector<std::string>& lines) {
+    if (!enabled_) return;
+    clear();
+    const size_t width = size_t(terminal_columns()) - 1;
+    for (const auto& line : lines) fmt::print("{}\n", line.size() > width ? line.substr(0, width) : line);
+    lines_ = lines.size();
+    std::fflush(stdout);
+  }
+  // A line that stays (scrolls above the table).
+  void event(const std::string& line) {
+    clear();
+    fmt::print("{}\n", line);
+    std::fflush(stdout);
+  }
+
+ private:
+  bool enabled_;
+  size_t lines_ = 0;
+};
+
+struct Worker {
+  size_t index;
+  Clock::time_point started;
+};
+
+}  // namespace
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int run_one(const Sweep& sweep, size_t index, int threads, bool retry_failed) {
+  if (index >= sweep.runs.size())
+    throw InputError(fmt::format("--index {}: sweep {} has {} runs (indices 0 to {})", index,
+                                 sweep.path, sweep.runs.size(), sweep.runs.size() - 1));
+  install_interrupt_handlers();  // a signal before training starts still ends in a checkpoint
+  const PlannedRun& run = sweep.runs[index];
+  const std::string what = fmt::format("run {} (#{} of sweep {}: {})", run.id, index, sweep.name,
+                                       varying_settings(sweep, index));
+  RunLock lock;
+  if (!lock.try_acquire(run.run_dir)) {
+    std::string holder;
+    run_lock_held(run.run_dir, &holder);
+    fmt::print(stderr, "[{}] {} is running elsewhere (lock held by {}); skipping it\n", clock_time(),
+               what, holder.empty() ? "another process" : holder);
+    return kExitRunLocked;
+  }
+  const RunStatus status = inspect_run(run, /*ignore_lock=*/true);
+  if (status.state == RunState::kDone) {
+    fmt::print(stderr, "[{}] {} is already done\n", clock_time(), what);
+    return kExitOk;
+  }
+  if (status.state == RunState::kFailed && !retry_failed) {
+    fmt::print(stderr, "[{}] {} failed earlier ({}); pass --retry-failed to resume it\n",
+               clock_time(), what, status.reason);
+    return kExitFailure;
+  }
+  const bool resuming = fs::exists(train::RunPaths(run.run_dir).checkpoint);
+  config::LoadedConfig loaded = run.loaded;
+  if (threads > 0) loaded.config.run.threads = threads;
+  fmt::print(stderr, "[{}] {} {} in {} ({} thread{}, pid {})\n", clock_time(),
+             resuming ? "resuming" : "starting", what, run.run_dir, loaded.config.run.threads,
+             loaded.config.run.threads == 1 ? "" : "s", ::getpid());
+  train::TrainOptions options;
+  options.run_dir = run.run_dir;
+  options.resume = true;
+  const train::TrainOutcome outcome = train::train(loaded, options);
+  fmt::print(stderr, "[{}] run {} {} at step {}{}\n", clock_time(), run.id,
+             results::to_string(outcome.state), outcome.step,
+             outcome.reason.empty() ? "" : ": " + outcome.reason);
+  switch (outcome.state) {
+    case results::RunState::kDone: return kExitOk;
+    case results::RunState::kInterrupted: return kExitInterrupted;
+    default: return kExitFailure;
+  }
+}
+
+int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
+  const int jobs = std::max(1, options.jobs);
+  const int threads = options.threads_per_job > 0 ? options.threads_per_job
+                                                  : std::max(1, available_cores() / jobs);
+  write_sweep_record(sweep);
+
+  // What to do with each run.
+  const auto statuses = inspect_runs(sweep);
+  std::deque<size_t> queue;
+  std::vector<size_t> done_before, elsewhere, failed_skipped;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    switch (statuses[i].state) {
+      case RunState::kDone: done_before.push_back(i); break;
+      case RunState::kRunning: elsewhere.push_back(i); break;
+      case RunState::kFailed:
+        if (options.retry_failed) queue.push_back(i);
+        else failed_skipped.push_back(i);
+        break;
+      default: queue.push_back(i);  // pending, interrupted, killed
+    }
+  }
+  const bool live = options.live_display < 0 ? ::isatty(STDOUT_FILENO) == 1 : options.live_display == 1;
+  LiveTable table(live);
+  std::string intro = fmt::format("sweep {}: {} runs, {} done, {} to run ({} at a time, {} thread{} "
+                                  "each) → {}/",
+                                  sweep.name, sweep.runs.size(), done_before.size(), queue.size(),
+                                  jobs, threads, threads == 1 ? "" : "s", sweep.sweep_dir);
+  if (!elsewhere.empty()) intro += fmt::format("; {} running elsewhere", elsewhere.size());
+  if (!failed_skipped.empty())
+    intro += fmt::format("; {} failed earlier (skipped; --retry-failed resumes them)", failed_skipped.size());
+  table.event(intro);
+
+  const std::string threads_arg = std::to_string(threads);
+  std::map<pid_t, Worker> workers;
+  std::vector<size_t> done_now, failed_now, interrupted_now;
+  bool stopping = false;
+  install_interrupt_handlers();
+  const auto started = Clock::now();
+  auto last_draw = Clock::now() - std::chrono::seconds(10);
+
+  const auto describe_run = [&](size_t i) {
+    return fmt::format("#{} {} {}", i, sweep.runs[i].id, varying_settings(sweep, i));
+  };
+  const auto launch = [&](size_t i) {
+    const PlannedRun& run = sweep.runs[i];
+    std::string holder;
+    if (run_lock_held(run.run_dir, &holder)) {
+      elsewhere.push_back(i);
+      table.event(fmt::format("[{}] running elsewhere ({}): {}", clock_time(), holder, describe_run(i)));
+      return;
+    }
+    fs::create_directories(run.run_dir);
+    // Everything the child needs is prepared before fork(): it only redirects and execs.
+    const std::string log = worker_log(run), index = std::to_string(i);
+    std::vector<std::string> args = {options.executable, "sweep", "run-one", sweep.path,
+                                     "--index", index, "--threads", threads_arg};
+    if (options.retry_failed) args.push_back("--retry-failed");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
+    if (pid == 0) {
+      const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      const int in = ::open("/dev/null", O_RDONLY);
+      if (out >= 0) ::dup2(out, STDOUT_FILENO), ::dup2(out, STDERR_FILENO);
+      if (in >= 0) ::dup2(in, STDIN_FILENO);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    workers[pid] = Worker{i, Clock::now()};
+    table.event(fmt::format("[{}] started  {}  (log {})", clock_time(), describe_run(i), log));
+  };
+  const auto reap = [&](pid_t pid, int wait_status) {
+    const size_t i = workers.at(pid).index;
+    const double seconds = std::chrono::duration<double>(Clock::now() - workers.at(pid).started).count();
+    workers.erase(pid);
+    const PlannedRun& run = sweep.runs[i];
+    const RunStatus status = inspect_run(run);
+    const int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+    std::string verdict, detail;
+    if (code == kExitRunLocked) {
+      elsewhere.push_back(i);
+      verdict = "elsewhere";
+      detail = "another process took its lock first";
+    } else if (code == kExitOk && status.state == RunState::kDone) {
+      done_now.push_back(i);
+      verdict = "done";
+      for (const auto& [T, loss] : status.eval_loss) detail += fmt::format("{}{}: {:.4f}", detail.empty() ? "val " : ", ", T, loss);
+    } else if (code == kExitInterrupted) {
+      interrupted_now.push_back(i);
+      verdict = "stopped";
+      detail = fmt::format("checkpointed at step {}", status.step);
+    } else {
+      failed_now.push_back(i);
+      verdict = "FAILED";
+      if (WIFSIGNALED(wait_status))
+        detail = fmt::format("worker killed by signal {} ({}) at step {}; the next `sweep run` "
+                             "resumes it", WTERMSIG(wait_status), strsignal(WTERMSIG(wait_status)), status.step);
+      else if (status.state == RunState::kFailed && !status.reason.empty())
+        detail = status.reason;
+      else
+        detail = fmt::format("exit code {}: {}", code, last_log_line(worker_log(run)));
+    }
+    table.event(fmt::format("[{}] {:<8} {}  ({}; {})", clock_time(), verdict, describe_run(i), detail,
+                            duration_text(seconds)));
+  };
+
+  while (!queue.empty() || !workers.empty()) {
+    if (interrupt_requested() && !stopping) {
+      stopping = true;
+      queue.clear();
+      for (const auto& [pid, w] : workers) ::kill(pid, interrupt_signal());
+      table.event(fmt::format("[{}] signal {}: asked {} worker{} to checkpoint and stop", clock_time(),
+                              interrupt_signal(), workers.size(), workers.size() == 1 ? "" : "s"));
+    }
+    while (!stopping && int(workers.size()) < jobs && !queue.empty()) {
+      const size_t i = queue.front();
+      queue.pop_front();
+      launch(i);
+    }
+    int wait_status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &wait_status, WNOHANG)) > 0)
+      if (workers.count(pid)) reap(pid, wait_status);
+    if (live && Clock::now() - last_draw > std::chrono::milliseconds(500)) {
+      std::vector<std::string> lines;
+      for (const auto& [pid, w] : workers) {
+        std::string progress = latest_progress_line(sweep.runs[w.index].run_dir);
+        if (progress.empty()) progress = "starting";
+        lines.push_back(fmt::format("  ▸ #{:<3} {}  {}", w.index, varying_settings(sweep, w.index), progress));
+      }
+      lines.push_back(fmt::format(
+          "  {} of {} done · {} running · {} queued · {} failed · {}", done_before.size() + done_now.size(),
+          sweep.runs.size(), workers.size(), queue.size(), failed_now.size(),
+          duration_text(std::chrono::duration<double>(Clock::now() - started).count())));
+      table.draw(lines);
+      last_draw = Clock::now();
+    }
+    if (!workers.empty() || !queue.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  table.clear();
+
+  const double total = std::chrono::duration<double>(Clock::now() - started).count();
+  std::string summary = fmt::format("sweep {}: {} of {} runs done ({} this time), {} failed, {} skipped",
+                                    sweep.name, done_before.size() + done_now.size(), sweep.runs.size(),
+                                    done_now.size(), failed_now.size() + failed_skipped.size(),
+                                    done_before.size() + elsewhere.size() + failed_skipped.size());
+  std::vector<std::string> notes;
+  if (!done_before.empty()) notes.push_back(fmt::format("{} already done", done_before.size()));
+  if (!elsewhere.empty()) notes.push_back(fmt::format("{} running elsewhere", elsewhere.size()));
+  if (!failed_skipped.empty())
+    notes.push_back(fmt::format("{} failed earlier: --retry-failed resumes them", failed_skipped.size()));
+  if (!notes.empty()) summary += fmt::format(" ({})", fmt::join(notes, "; "));
+  if (!interrupted_now.empty())
+    summary += fmt::format(", {} interrupted (checkpointed; run again to resume)", interrupted_now.size());
+  summary += fmt::format(" in {}", duration_text(total));
+  fmt::print("{}\n", summary);
+  for (const size_t i : failed_now) {
+    const RunStatus s = inspect_run(sweep.runs[i]);
+    fmt::print("  failed: {}  ({}; log {})\n", describe_run(i),
+               s.reason.empty() ? last_log_line(worker_log(sweep.runs[i])) : s.reason,
+               worker_log(sweep.runs[i]));
+  }
+  std::fflush(stdout);
+  if (stopping) return kExitInterrupted;
+  return failed_now.empty() && failed_skipped.empty() ? kExitOk : kExitFailure;
+}
+
+}  // namespace harness::sweeps

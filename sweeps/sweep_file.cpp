@@ -1,0 +1,449 @@
+#include "sweeps/sweep_file.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "harness/util/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace harness::sweeps {
+
+using config::Location;
+
+namespace {
+
+[[noreturn]] void fail(const Location& at, const std::string& key, const std::string& what) {
+  throw InputError(fmt::format("{}: {}: {}", at.str(), key, what));
+}
+
+std::string describe(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "nothing";
+  if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
+  if (node.IsSequence()) return "a list";
+  return "a mapping";
+}
+
+// A value as the user wrote it, on one line.
+std::string node_text(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar();
+  if (!node.IsDefined() || node.IsNull()) return "null";
+  YAML::Emitter out;
+  out.SetMapFormat(YAML::Flow);
+  out.SetSeqFormat(YAML::Flow);
+  out << node;
+  return out.c_str();
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+bool is_config_section(const std::string& path) {
+  for (const auto& k : config::schema())
+    if (k.path.size() > path.size() && k.path.compare(0, path.size(), path) == 0 &&
+        k.path[path.size()] == '.')
+      return true;
+  return false;
+}
+
+AxisValue axis_value(const std::string& source, const YAML::Node& node) {
+  return {node, Location::of(source, node), node_text(node)};
+}
+
+// The schema's own message for an unknown key (with did-you-mean and the section's valid keys).
+[[noreturn]] void unknown_config_key(const std::string& key, const Location& at) {
+  config::LoadedConfig scratch;
+  config::apply_override(scratch, key, YAML::Node(), at);  // throws: the key is unknown
+  throw InputError(fmt::format("{}: unknown key '{}'", at.str(), key));
+}
+
+// Flattens a mapping of dotted keys and/or nested config sections into (key, value) pairs.
+void flatten(const YAML::Node& map, const std::string& prefix, const std::string& source,
+             std::vector<std::pair<std::string, YAML::Node>>& out,
+             std::vector<Location>& key_locations) {
+  std::set<std::string> seen;
+  for (const auto& kv : map) {
+    const Location at = Location::of(source, kv.first);
+    if (!kv.first.IsScalar()) throw InputError(fmt::format("{}: keys must be plain names", at.str()));
+    const std::string path = prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar();
+    if (!seen.insert(kv.first.Scalar()).second)
+      throw InputError(fmt::format("{}: {}: duplicate key", at.str(), path));
+    if (config::find_key(path)) {
+      out.emplace_back(path, kv.second);
+      key_locations.push_back(at);
+    } else if (is_config_section(path)) {
+      if (!kv.second.IsMap())
+        fail(at, path, fmt::format("is a section of keys, not a key; write its keys as "
+                                   "{}.<key> or as a nested mapping", path));
+      flatten(kv.second, path, source, out, key_locations);
+    } else {
+      unknown_config_key(path, at);
+    }
+  }
+}
+
+// The keys a sweep may not vary: they decide where results go, not what they are.
+void check_variable_key(const std::string& key, const Location& at) {
+  if (key == "name")
+    fail(at, key, "a sweep names its runs itself (<sweep name>/<run id>); set the sweep's "
+                  "top-level `name:` instead");
+  if (key == "run.out_dir")
+    fail(at, key, "cannot vary per run: every run of a sweep lives under <run.out_dir>/<sweep "
+                  "name>/<run id>; set it once in the base");
+}
+
+std::vector<Axis> parse_axes(const YAML::Node& node, const std::string& section,
+                             const std::string& source) {
+  if (!node.IsMap())
+    fail(Location::of(source, node), section,
+         fmt::format("expected a mapping of config keys to lists of values, got {}", describe(node)));
+  std::vector<std::pair<std::string, YAML::Node>> entries;
+  std::vector<Location> key_locations;
+  flatten(node, "", source, entries, key_locations);
+  std::vector<Axis> axes;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const auto& [key, values] = entries[i];
+    const Location value_at = Location::of(source, values);
+    check_variable_key(key, key_locations[i]);
+    if (!values.IsSequence())
+      fail(value_at, key, fmt::format("{} axis: expected a list of values, got {} (a single value "
+                                      "belongs in the base)", section, describe(values)));
+    if (values.size() == 0)
+      fail(value_at, key, fmt::format("empty {} axis: give at least one value", section));
+    Axis axis{key, key_locations[i], {}};
+    for (const auto& v : values) axis.values.push_back(axis_value(source, v));
+    axes.push_back(std::move(axis));
+  }
+  return axes;
+}
+
+std::string read_text_file(const std::string& path, const Location& at, const std::string& key,
+                           const std::string& what) {
+  std::ifstream in(path);
+  if (!in)
+    fail(at, key, fmt::format("{} '{}' {}", what, path,
+                              fs::exists(path) ? "cannot be read" : "not found"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", source, e.mark.line + 1,
+                                 e.mark.column + 1, e.msg));
+  }
+}
+
+// Where `key` is written in a config mapping (nested sections or dotted keys).
+YAML::Node find_in_config(const YAML::Node& map, const std::string& key) {
+  if (!map.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  for (const auto& kv : map) {
+    if (!kv.first.IsScalar()) continue;
+    const std::string& k = kv.first.Scalar();
+    if (k == key) return kv.second;
+    if (key.size() > k.size() && key.compare(0, k.size(), k) == 0 && key[k.size()] == '.') {
+      YAML::Node found = find_in_config(kv.second, key.substr(k.size() + 1));
+      if (found.IsDefined()) return found;
+    }
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+std::string settings_text(const std::vector<Setting>& settings) {
+  std::vector<std::string> parts;
+  for (const auto& s : settings) parts.push_back(fmt::format("{}={}", s.key, s.value.text));
+  return parts.empty() ? std::string("the base config") : fmt::format("{}", fmt::join(parts, " "));
+}
+
+}  // namespace
+
+const std::vector<std::string>& sweep_keys() {
+  static const std::vector<std::string> keys = {"name", "description", "base", "grid",
+                                                "zip",  "seeds",       "runs"};
+  return keys;
+}
+
+std::string PlannedRun::setting_text(const std::string& key) const {
+  for (const auto& s : settings)
+    if (s.key == key) return s.value.text;
+  return "";
+}
+
+std::string Sweep::value_text(size_t i, const std::string& key) const {
+  const std::string set = runs.at(i).setting_text(key);
+  if (!set.empty()) return set;
+  const YAML::Node in_base = find_in_config(base_node, key);
+  if (in_base.IsDefined()) return node_text(in_base);
+  const config::KeySpec* spec = config::find_key(key);
+  return spec ? spec->get(runs.at(i).loaded.config) : "";
+}
+
+Sweep load_sweep_text(const std::string& text, const std::string& source) {
+  Sweep sweep;
+  sweep.path = source;
+  sweep.text = text;
+  const YAML::Node root = parse_yaml(text, source);
+  if (!root.IsMap())
+    throw InputError(fmt::format("{}: expected a sweep (a mapping with name, base, grid, zip, "
+                                 "seeds, runs), got {}", Location::of(source, root).str(),
+                                 describe(root)));
+
+  // Top-level keys.
+  std::map<std::string, YAML::Node> sections;
+  for (const auto& kv : root) {
+    const Location at = Location::of(source, kv.first);
+    if (!kv.first.IsScalar()) throw InputError(fmt::format("{}: keys must be plain names", at.str()));
+    const std::string key = kv.first.Scalar();
+    const auto& known = sweep_keys();
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string msg = fmt::format("{}: unknown key '{}'", at.str(), key);
+      std::string best;
+      size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
+      for (const auto& k : known)
+        if (const size_t d = edit_distance(key, k); d < best_d) best = k, best_d = d;
+      if (!best.empty()) msg += fmt::format(" — did you mean '{}'?", best);
+      if (config::find_key(key) || is_config_section(key))
+        msg += " Config keys go under 'base:' (fixed for every run) or 'grid:' / 'zip:' (varied)";
+      msg += fmt::format("; valid keys of a sweep: {}", fmt::join(known, ", "));
+      throw InputError(msg);
+    }
+    if (sections.count(key)) throw InputError(fmt::format("{}: {}: duplicate key", at.str(), key));
+    sections[key] = kv.second;
+  }
+
+  // name: a single path component (results go to <out_dir>/<name>/).
+  if (sections.count("name")) {
+    const YAML::Node& n = sections["name"];
+    static const std::regex name_re(R"(^[A-Za-z0-9][A-Za-z0-9._-]*$)");
+    if (!n.IsScalar() || !std::regex_match(n.Scalar(), name_re))
+      fail(Location::of(source, n), "name",
+           fmt::format("expected a name of letters, digits, '.', '_' or '-' (it names the "
+                       "results directory), got {}", describe(n)));
+    sweep.name = n.Scalar();
+  } else {
+    sweep.name = fs::path(source).stem().string();
+  }
+
+  // base: an inline mapping or a config file relative to the sweep file.
+  config::LoadedConfig base;
+  base.source = source;
+  if (sections.count("base")) {
+    const YAML::Node& b = sections["base"];
+    const Location at = Location::of(source, b);
+    if (b.IsScalar()) {
+      const fs::path rel(b.Scalar());
+      sweep.base_path = (rel.is_absolute() ? rel : fs::path(source).parent_path() / rel).string();
+      sweep.base_text = read_text_file(sweep.base_path, at, "base", "config file");
+      sweep.base_node = parse_yaml(sweep.base_text, sweep.base_path);
+      base.source = sweep.base_path;
+      base.text = sweep.base_text;
+      if (!sweep.base_node.IsNull() && !sweep.base_node.IsMap())
+        fail(Location::of(sweep.base_path, sweep.base_node), "base",
+             fmt::format("expected a mapping of config keys, got {}", describe(sweep.base_node)));
+    } else if (b.IsMap() || b.IsNull()) {
+      sweep.base_node = b;
+      base.text = b.IsNull() ? "" : YAML::Dump(b) + "\n";
+    } else {
+      fail(at, "base", fmt::format("expected a run config: a mapping of config keys, or the path "
+                                   "of a config file, got {}", describe(b)));
+    }
+    config::apply_yaml(base, sweep.base_node, base.source);
+  }
+
+  if (sections.count("grid")) sweep.grid = parse_axes(sections["grid"], "grid", source);
+  if (sections.count("zip")) {
+    sweep.zip = parse_axes(sections["zip"], "zip", source);
+    for (const auto& axis : sweep.zip)
+      if (axis.values.size() != sweep.zip.front().values.size())
+        fail(axis.at, axis.key,
+             fmt::format("zip lists vary together and must be equal in length: {} has {} values, "
+                         "{} (at {}) has {}", axis.key, axis.values.size(), sweep.zip.front().key,
+                         sweep.zip.front().at.str(), sweep.zip.front().values.size()));
+  }
+  sweep.seeds.key = "train.seed";
+  if (sections.count("seeds")) {
+    const YAML::Node& s = sections["seeds"];
+    sweep.seeds.at = Location::of(source, s);
+    if (!s.IsSequence()) fail(sweep.seeds.at, "seeds", fmt::format("expected a list of seeds, got {}", describe(s)));
+    if (s.size() == 0) fail(sweep.seeds.at, "seeds", "empty axis: give at least one seed");
+    for (const auto& v : s) sweep.seeds.values.push_back(axis_value(source, v));
+  }
+  if (sections.count("runs")) {
+    const YAML::Node& r = sections["runs"];
+    if (!r.IsSequence() || r.size() == 0)
+      fail(Location::of(source, r), "runs",
+           fmt::format("expected a non-empty list of override mappings (e.g. - {{attention.method: "
+                       "rope}}), got {}", describe(r)));
+    for (const auto& item : r) {
+      const Location at = Location::of(source, item);
+      if (!item.IsMap() || item.size() == 0)
+        fail(at, "runs", fmt::format("each entry is a mapping of config keys to one value each, "
+                                     "got {}", describe(item)));
+      std::vector<std::pair<std::string, YAML::Node>> entries;
+      std::vector<Location> key_locations;
+      flatten(item, "", source, entries, key_locations);
+      ExplicitRun run{at, {}};
+      for (size_t i = 0; i < entries.size(); ++i) {
+        check_variable_key(entries[i].first, key_locations[i]);
+        if (entries[i].first == "train.seed" && !sweep.seeds.values.empty())
+          fail(key_locations[i], "train.seed",
+               fmt::format("already varied by `seeds:` ({})", sweep.seeds.at.str()));
+        run.overrides.emplace_back(entries[i].first, axis_value(source, entries[i].second));
+      }
+      sweep.explicit_runs.push_back(std::move(run));
+    }
+  }
+
+  // A key may be varied by one axis only.
+  {
+    std::map<std::string, Location> varied;
+    auto claim = [&](const std::string& key, const Location& at) {
+      const auto [it, fresh] = varied.emplace(key, at);
+      if (!fresh)
+        fail(at, key, fmt::format("already varied at {}; a key belongs to one axis (grid, zip or "
+                                  "seeds)", it->second.str()));
+    };
+    for (const auto& a : sweep.grid) claim(a.key, a.at);
+    for (const auto& a : sweep.zip) claim(a.key, a.at);
+    if (!sweep.seeds.values.empty()) claim("train.seed", sweep.seeds.at);
+  }
+
+  // Every value of every axis through the schema on its own, so each message points at it.
+  {
+    auto check = [&](const std::string& key, const AxisValue& v) {
+      config::LoadedConfig scratch = base;
+      config::apply_override(scratch, key, v.node, v.at);
+    };
+    for (const auto& a : sweep.grid)
+      for (const auto& v : a.values) check(a.key, v);
+    for (const auto& a : sweep.zip)
+      for (const auto& v : a.values) check(a.key, v);
+    for (const auto& v : sweep.seeds.values) check("train.seed", v);
+    for (const auto& r : sweep.explicit_runs)
+      for (const auto& [key, v] : r.overrides) check(key, v);
+  }
+
+  // Expansion, in plan order: grid (first key outermost) × zip × seeds, then each explicit run
+  // × seeds. The grid product is the base alone when there is no grid or zip; a sweep of only
+  // `runs:` has just those.
+  std::vector<std::vector<Setting>> combinations;
+  const bool product = !sweep.grid.empty() || !sweep.zip.empty() || sweep.explicit_runs.empty();
+  const auto add_with_seeds = [&](const std::vector<Setting>& settings) {
+    if (sweep.seeds.values.empty()) {
+      combinations.push_back(settings);
+      return;
+    }
+    for (const auto& seed : sweep.seeds.values) {
+      combinations.push_back(settings);
+      combinations.back().push_back({"train.seed", seed});
+    }
+  };
+  if (product) {
+    std::vector<size_t> digit(sweep.grid.size(), 0);
+    const size_t zip_length = sweep.zip.empty() ? 1 : sweep.zip.front().values.size();
+    while (true) {
+      for (size_t z = 0; z < zip_length; ++z) {
+        std::vector<Setting> settings;
+        for (size_t g = 0; g < sweep.grid.size(); ++g)
+          settings.push_back({sweep.grid[g].key, sweep.grid[g].values[digit[g]]});
+        for (const auto& a : sweep.zip) settings.push_back({a.key, a.values[z]});
+        add_with_seeds(settings);
+      }
+      // Odometer over the grid, last axis fastest.
+      size_t g = sweep.grid.size();
+      while (g > 0 && ++digit[g - 1] == sweep.grid[g - 1].values.size()) digit[--g] = 0;
+      if (g == 0) break;
+    }
+  }
+  for (const auto& r : sweep.explicit_runs) {
+    std::vector<Setting> settings;
+    for (const auto& [key, v] : r.overrides) settings.push_back({key, v});
+    add_with_seeds(settings);
+  }
+
+  // Resolve each run; its id is the hash of its results-affecting canonical form.
+  std::map<std::string, size_t> by_id;
+  for (size_t i = 0; i < combinations.size(); ++i) {
+    PlannedRun run;
+    run.index = i;
+    run.settings = combinations[i];
+    run.loaded = base;
+    for (const auto& s : run.settings) config::apply_override(run.loaded, s.key, s.value.node, s.value.at);
+    try {
+      config::resolve_and_validate(run.loaded);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{} (in run {}: {})", e.what(), i, settings_text(run.settings)));
+    }
+    run.id = config::config_hash(run.loaded.config);
+    run.loaded.config.name = fmt::format("{}/{}", sweep.name, run.id);
+    run.loaded.text += fmt::format("\n# sweep {} ({}), run {}: overrides of the base\n", sweep.name,
+                                   source, i);
+    for (const auto& s : run.settings) run.loaded.text += fmt::format("#   {}: {}\n", s.key, s.value.text);
+    const auto [it, fresh] = by_id.emplace(run.id, i);
+    if (!fresh) {
+      const auto& first = sweep.runs[it->second];
+      // Point at the value that makes this run look different from the first but is not.
+      const Setting* culprit = run.settings.empty() ? nullptr : &run.settings.back();
+      for (const auto& s : run.settings)
+        if (s.value.text != first.setting_text(s.key)) {
+          culprit = &s;
+          break;
+        }
+      const Location at = culprit ? culprit->value.at : Location{source, 0, 0};
+      throw InputError(fmt::format(
+          "{}: {}: duplicate run: run {} ({}) resolves to the same config as run {} ({}), run id "
+          "{}; remove one, or vary a key that changes results (run.* keys and name do not)",
+          at.str(), culprit ? culprit->key : "runs", i,
+          settings_text(run.settings), first.index, settings_text(first.settings), run.id));
+    }
+    sweep.runs.push_back(std::move(run));
+  }
+
+  sweep.sweep_dir = (fs::path(base.config.run.out_dir) / sweep.name).string();
+  for (auto& run : sweep.runs) run.run_dir = (fs::path(sweep.sweep_dir) / run.id).string();
+
+  // Keys that differ between runs (by resolved value), in order of first appearance.
+  std::vector<std::string> candidates;
+  for (const auto& run : sweep.runs)
+    for (const auto& s : run.settings)
+      if (std::find(candidates.begin(), candidates.end(), s.key) == candidates.end())
+        candidates.push_back(s.key);
+  for (const auto& key : candidates) {
+    const config::KeySpec* spec = config::find_key(key);
+    std::set<std::string> values;
+    for (const auto& run : sweep.runs) values.insert(spec->get(run.loaded.config));
+    if (values.size() > 1) sweep.varying_keys.push_back(key);
+  }
+  return sweep;
+}
+
+Sweep load_sweep(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw InputError(fmt::format("{}: sweep file {}", path, fs::exists(path) ? "cannot be read" : "not found"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return load_sweep_text(text.str(), path);
+}
+
+}  // namespace harness::sweeps

@@ -1,0 +1,210 @@
+// Sweep files: parsing, validation messages (file:line:column, key, did-you-mean), expansion
+// counts and run ids.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "harness/util/errors.h"
+#include "sweeps/plan.h"
+#include "sweeps/sweep_file.h"
+
+namespace fs = std::filesystem;
+using harness::sweeps::load_sweep;
+using harness::sweeps::load_sweep_text;
+
+namespace {
+
+const std::string kFixtures = std::string(HARNESS_TEST_DATA) + "/sweeps/";
+
+// The InputError message of loading fixture `name` ("" when it loads).
+std::string error_of(const std::string& name) {
+  try {
+    load_sweep(kFixtures + name);
+  } catch (const harness::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
+
+std::vector<std::string> ids(const harness::sweeps::Sweep& sweep) {
+  std::vector<std::string> out;
+  for (const auto& r : sweep.runs) out.push_back(r.id);
+  return out;
+}
+
+}  // namespace
+
+TEST(SweepFile, ExpandsGridZipSeedsAndExplicitRuns) {
+  const auto sweep = load_sweep(kFixtures + "grid.yaml");
+  EXPECT_EQ(sweep.name, "grid-fixture");
+  ASSERT_EQ(sweep.runs.size(), 2u * 3u * 2u * 2u + 2u * 2u);
+  const auto all_ids = ids(sweep);
+  const std::set<std::string> unique(all_ids.begin(), all_ids.end());
+  EXPECT_EQ(unique.size(), sweep.runs.size());
+  // Plan order: first grid key outermost, then zip, seeds innermost; explicit runs last.
+  EXPECT_EQ(sweep.runs[0].setting_text("attention.method"), "si+p-rope");
+  EXPECT_EQ(sweep.runs[0].setting_text("attention.tau"), "L/40");
+  EXPECT_EQ(sweep.runs[0].setting_text("train.context"), "16");
+  EXPECT_EQ(sweep.runs[0].setting_text("train.seed"), "0");
+  EXPECT_EQ(sweep.runs[1].setting_text("train.seed"), "1");
+  EXPECT_EQ(sweep.runs[2].setting_text("train.context"), "32");
+  EXPECT_EQ(sweep.runs[2].loaded.config.train.batch_size, 4);
+  EXPECT_EQ(sweep.runs[4].setting_text("attention.tau"), "L/400");
+  EXPECT_EQ(sweep.runs[12].setting_text("attention.method"), "rope");
+  EXPECT_EQ(sweep.runs[24].setting_text("attention.method"), "alibi");
+  EXPECT_EQ(sweep.runs[26].setting_text("attention.method"), "nope");  // nested form
+  EXPECT_EQ(sweep.runs[26].loaded.config.attention.method, "nope");
+  // Relative values resolve per run: tau = L/40 at L = 32.
+  EXPECT_DOUBLE_EQ(sweep.runs[2].loaded.config.attention.tau.resolve(32), 0.8);
+  // The base file's values stay, the run dir is <out_dir>/<name>/<id>.
+  EXPECT_EQ(sweep.runs[0].loaded.config.model.d_model, 32);
+  EXPECT_EQ(sweep.runs[0].loaded.config.model.head_dim, 16);
+  EXPECT_EQ(sweep.runs[0].run_dir, "results/grid-fixture/" + sweep.runs[0].id);
+  EXPECT_EQ(sweep.varying_keys,
+            (std::vector<std::string>{"attention.method", "attention.tau", "train.context",
+                                      "train.batch_size", "train.seed"}));
+  // Explicit runs show the base's value as written for keys they do not set.
+  EXPECT_EQ(sweep.value_text(24, "attention.tau"), "L/400");
+}
+
+TEST(SweepFile, InlineBaseAndNestedAxes) {
+  const auto sweep = load_sweep(kFixtures + "inline.yaml");
+  ASSERT_EQ(sweep.runs.size(), 2u);
+  EXPECT_EQ(sweep.runs[1].setting_text("attention.tau"), "L/40");
+  EXPECT_EQ(sweep.runs[1].loaded.config.model.layers, 1);
+  EXPECT_EQ(sweep.varying_keys, std::vector<std::string>{"attention.tau"});
+}
+
+TEST(SweepFile, NoAxesIsTheBaseAlone) {
+  const auto sweep = load_sweep_text("name: one\nbase: {train: {steps: 5}}\n", "one.yaml");
+  ASSERT_EQ(sweep.runs.size(), 1u);
+  EXPECT_TRUE(sweep.varying_keys.empty());
+  const auto runs_only = load_sweep_text(
+      "base: {train: {steps: 5}}\nruns:\n  - {attention.method: rope}\n  - {attention.method: alibi}\n",
+      "dir/only-runs.yaml");
+  EXPECT_EQ(runs_only.name, "only-runs");  // defaults to the file's stem
+  EXPECT_EQ(runs_only.runs.size(), 2u);
+}
+
+TEST(SweepFile, UnknownKeyNamesLocationAndSuggests) {
+  const std::string e = error_of("unknown_key.yaml");
+  EXPECT_CONTAINS(e, "unknown_key.yaml:4:3: unknown key 'attention.tua'");
+  EXPECT_CONTAINS(e, "did you mean 'attention.tau'?");
+  const std::string top = error_of("unknown_top_key.yaml");
+  EXPECT_CONTAINS(top, "unknown_top_key.yaml:3:1: unknown key 'gird'");
+  EXPECT_CONTAINS(top, "did you mean 'grid'?");
+  const std::string base = error_of("bad_base_key.yaml");
+  EXPECT_CONTAINS(base, "bad_base.yaml:3:3: unknown key 'model.d_modle'");
+  EXPECT_CONTAINS(base, "did you mean 'model.d_model'?");
+}
+
+TEST(SweepFile, EachAxisValueGoesThroughTheSchema) {
+  EXPECT_CONTAINS(error_of("wrong_type.yaml"), "wrong_type.yaml:4:21: model.layers: expected an integer");
+  EXPECT_CONTAINS(error_of("out_of_range.yaml"), "out_of_range.yaml:4:22: optim.beta1: expected a number in [0, 1], got 1.5");
+  const std::string method = error_of("bad_method.yaml");
+  EXPECT_CONTAINS(method, "bad_method.yaml:4:28: attention.method: 'si+p-ropee' is not valid");
+  // Cross-key checks name the combination.
+  const std::string combo = error_of("bad_combination.yaml");
+  EXPECT_CONTAINS(combo, "bad_combination.yaml:4:20: model.heads");
+  EXPECT_CONTAINS(combo, "not divisible");
+  EXPECT_CONTAINS(combo, "(in run 1: model.heads=3)");
+}
+
+TEST(SweepFile, StructuralErrors) {
+  EXPECT_CONTAINS(error_of("empty_axis.yaml"), "empty_axis.yaml:5:18: attention.tau: empty grid axis");
+  EXPECT_CONTAINS(error_of("empty_seeds.yaml"), "empty_seeds.yaml:3:8: seeds: empty axis");
+  const std::string zip = error_of("zip_mismatch.yaml");
+  EXPECT_CONTAINS(zip, "zip_mismatch.yaml:5:3: train.batch_size: zip lists vary together and must be equal in length");
+  EXPECT_CONTAINS(zip, "train.batch_size has 2 values, train.context");
+  EXPECT_CONTAINS(zip, "has 3");
+  EXPECT_CONTAINS(error_of("scalar_axis.yaml"), "scalar_axis.yaml:4:18: attention.tau: grid axis: expected a list of values");
+  EXPECT_CONTAINS(error_of("two_axes_one_key.yaml"), "two_axes_one_key.yaml:5:8: train.seed: already varied at");
+  EXPECT_CONTAINS(error_of("bad_name.yaml"), "bad_name.yaml:1:7: name: expected a name");
+  EXPECT_CONTAINS(error_of("missing_base.yaml"), "missing_base.yaml:2:7: base: config file");
+  EXPECT_CONTAINS(error_of("missing_base.yaml"), "not found");
+  EXPECT_CONTAINS(error_of("no_such_sweep.yaml"), "no_such_sweep.yaml: sweep file not found");
+  try {
+    load_sweep_text("grid: [1, 2\n", "syntax.yaml");
+    FAIL() << "no error";
+  } catch (const harness::InputError& e) {
+    EXPECT_CONTAINS(e.what(), "syntax.yaml:");
+    EXPECT_CONTAINS(e.what(), "YAML syntax error");
+  }
+}
+
+TEST(SweepFile, DuplicateRunsNameBoth) {
+  const std::string e = error_of("duplicate_run.yaml");
+  EXPECT_CONTAINS(e, "duplicate_run.yaml:5:32: attention.tau: duplicate run: run 2 (attention.tau=0.04)");
+  EXPECT_CONTAINS(e, "as run 0 (attention.tau=L/400)");
+  const std::string threads = error_of("duplicate_run_key.yaml");
+  EXPECT_CONTAINS(threads, "duplicate_run_key.yaml:5:20: run.threads: duplicate run: run 1 (run.threads=2)");
+  EXPECT_CONTAINS(threads, "run 0 (run.threads=1)");
+}
+
+TEST(SweepIds, StableUnderKeyOrderAndFileForm) {
+  const std::string a =
+      "name: s\nbase:\n  model: {layers: 1, d_model: 32, heads: 2}\n  train: {context: 16, steps: 40}\n"
+      "grid:\n  attention.method: [rope, alibi]\n  attention.tau: [L/400, L/40]\nseeds: [0, 1]\n";
+  const std::string reordered =
+      "seeds: [0, 1]\ngrid:\n  attention.method: [rope, alibi]\n  attention.tau: [L/400, L/40]\n"
+      "base:\n  train: {steps: 40, context: 16}\n  model: {heads: 2, d_model: 32, layers: 1}\nname: s\n";
+  const auto ia = ids(load_sweep_text(a, "a.yaml"));
+  const auto ib = ids(load_sweep_text(reordered, "b.yaml"));
+  EXPECT_EQ(ia, ib);
+  // The same runs written with dotted keys in the base and 0.04 for L/400 at L = 16.
+  const std::string dotted =
+      "name: s\nbase: {model.layers: 1, model.d_model: 32, model.heads: 2, train.context: 16, "
+      "train.steps: 40}\ngrid:\n  attention.method: [rope, alibi]\n  attention.tau: [0.04, 0.4]\n"
+      "seeds: [0, 1]\n";
+  EXPECT_EQ(ids(load_sweep_text(dotted, "c.yaml")), ia);
+  // A run.* key (threads, logging, output, checkpoints) never changes a run id...
+  const std::string run_keys =
+      "name: other\nbase:\n  model: {layers: 1, d_model: 32, heads: 2}\n  train: {context: 16, steps: 40}\n"
+      "  run: {threads: 3, log_every: 7, checkpoint_every: 9, out_dir: /tmp/elsewhere}\n"
+      "grid:\n  attention.method: [rope, alibi]\n  attention.tau: [L/400, L/40]\nseeds: [0, 1]\n";
+  const auto rk = load_sweep_text(run_keys, "d.yaml");
+  EXPECT_EQ(ids(rk), ia);
+  EXPECT_EQ(rk.sweep_dir, "/tmp/elsewhere/other");
+  // ...and any result-affecting key does.
+  std::string changed = a;
+  changed.replace(changed.find("steps: 40"), 9, "steps: 41");
+  const auto ic = ids(load_sweep_text(changed, "e.yaml"));
+  for (size_t i = 0; i < ia.size(); ++i) EXPECT_NE(ia[i], ic[i]);
+  for (const std::string key : {"model.mlp_ratio: 2", "optim.lr_hidden: 0.01", "eval.windows: 3",
+                                 "data.val_fraction: 0.2", "attention.p_rope_base: L/8",
+                                 "eval.contexts: [L, 2L]", "data.corpus: elsewhere"}) {
+    std::string with_key = a;
+    with_key.insert(with_key.find("base:\n") + 6, "  " + key + "\n");
+    const auto ik = ids(load_sweep_text(with_key, "f.yaml"));
+    ASSERT_EQ(ik.size(), ia.size()) << key;
+    for (size_t i = 0; i < ia.size(); ++i) EXPECT_NE(ik[i], ia[i]) << key;
+  }
+}
+
+TEST(SweepIds, SameAsHarnessConfigHash) {
+  const auto sweep = load_sweep(kFixtures + "inline.yaml");
+  for (const auto& run : sweep.runs) EXPECT_EQ(run.id, harness::config::config_hash(run.loaded.config));
+}
+
+TEST(SweepPlan, OneLinePerRunStartingWithItsId) {
+  const auto sweep = load_sweep(kFixtures + "inline.yaml");
+  const auto text = harness::sweeps::format_plan(sweep, harness::sweeps::inspect_runs(sweep));
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line.rfind("# sweep inline-fixture", 0), 0u) << line;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    std::getline(in, line);
+    EXPECT_EQ(line.rfind(sweep.runs[i].id, 0), 0u) << line;
+    EXPECT_CONTAINS(line, "attention.tau=" + sweep.runs[i].setting_text("attention.tau"));
+    EXPECT_CONTAINS(line, "pending");
+  }
+  std::getline(in, line);
+  EXPECT_EQ(line, "0 of 2 runs done, 2 pending");
+}
