@@ -192,7 +192,8 @@ TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& optio
     fs::remove(paths.log);
   }
   fs::create_directories(paths.dir);
-  auto log = make_logger("run", paths.log);
+  const RunLog run_log = make_run_log(paths.log);
+  const auto& log = run_log.all;
   write_text(paths.config, fmt::format("# resolved config of run {} (id {})\n{}", c.name, hash,
                                        config::canonical_text(c, false)));
 
@@ -247,7 +248,7 @@ TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& optio
 
   install_interrupt_handlers();
   const bool bar = options.progress_bar < 0 ? stderr_is_terminal() : options.progress_bar == 1;
-  Progress progress(log, c.train.steps, c.run.log_every, bar);
+  Progress progress(run_log, c.train.steps, c.run.log_every, bar);
   const auto schedule = schedule_options(c);
   const int64_t micro_batch = c.train.batch_size / c.train.grad_accum;
   model->train();

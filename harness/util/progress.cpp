@@ -9,24 +9,24 @@
 
 namespace harness {
 
-std::shared_ptr<spdlog::logger> make_logger(const std::string& name, const std::string& log_file) {
-  std::vector<spdlog::sink_ptr> sinks;
-  sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-  sinks.back()->set_pattern("%^[%H:%M:%S %l]%$ %v");
-  if (!log_file.empty()) {
-    sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_file, /*truncate=*/false));
-    sinks.back()->set_pattern("[%Y-%m-%d %H:%M:%S.%e %l] %v");
+RunLog make_run_log(const std::string& log_file) {
+  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  console->set_pattern("%^[%H:%M:%S %l]%$ %v");
+  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_file, /*truncate=*/false);
+  file->set_pattern("[%Y-%m-%d %H:%M:%S.%e %l] %v");
+  RunLog log;
+  log.all = std::make_shared<spdlog::logger>("run", spdlog::sinks_init_list{console, file});
+  log.file = std::make_shared<spdlog::logger>("run-file", file);
+  for (const auto& l : {log.all, log.file}) {
+    l->set_level(spdlog::level::info);
+    l->flush_on(spdlog::level::info);
   }
-  auto logger = std::make_shared<spdlog::logger>(name, sinks.begin(), sinks.end());
-  logger->set_level(spdlog::level::info);
-  logger->flush_on(spdlog::level::info);
-  return logger;
+  return log;
 }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
-Progress::Progress(std::shared_ptr<spdlog::logger> log, int64_t total_steps, int64_t log_every,
-                   bool bar)
+Progress::Progress(RunLog log, int64_t total_steps, int64_t log_every, bool bar)
     : log_(std::move(log)), total_(total_steps), log_every_(log_every), bar_(bar),
       start_(std::chrono::steady_clock::now()) {}
 
@@ -42,7 +42,7 @@ void Progress::clear_bar() {
 
 void Progress::message(const std::string& text) {
   clear_bar();
-  log_->info(text);
+  log_.all->info(text);
 }
 
 void Progress::update(int64_t step, double loss, double tokens_per_second) {
@@ -56,13 +56,7 @@ void Progress::update(int64_t step, double loss, double tokens_per_second) {
                   tokens_per_second, loss, eta / 60, eta % 60);
   // The log file always gets a line every log_every steps; the console gets the bar instead.
   if (step % log_every_ == 0 || step == total_) {
-    if (bar_) {
-      for (auto& sink : log_->sinks())
-        if (dynamic_cast<spdlog::sinks::basic_file_sink_mt*>(sink.get()))
-          sink->log(spdlog::details::log_msg(log_->name(), spdlog::level::info, stats));
-    } else {
-      log_->info(stats);
-    }
+    (bar_ ? log_.file : log_.all)->info(stats);
   }
   if (bar_ && (std::chrono::duration<double>(now - last_draw_).count() > 0.1 || step == total_)) {
     constexpr int kWidth = 24;

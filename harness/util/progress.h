@@ -12,15 +12,18 @@
 
 namespace harness {
 
-// A logger writing to stderr and (when log_file is non-empty) appending to log_file.
-std::shared_ptr<spdlog::logger> make_logger(const std::string& name, const std::string& log_file);
+// `all` writes to stderr and appends to the run's log file; `file` only to the file (the console
+// shows the progress bar instead of per-step lines).
+struct RunLog {
+  std::shared_ptr<spdlog::logger> all, file;
+};
+RunLog make_run_log(const std::string& log_file);
 
 bool stderr_is_terminal();
 
 class Progress {
  public:
-  Progress(std::shared_ptr<spdlog::logger> log, int64_t total_steps, int64_t log_every,
-           bool bar);
+  Progress(RunLog log, int64_t total_steps, int64_t log_every, bool bar);
   ~Progress();
 
   // After each optimiser step.
@@ -32,7 +35,7 @@ class Progress {
  private:
   void clear_bar();
 
-  std::shared_ptr<spdlog::logger> log_;
+  RunLog log_;
   int64_t total_, log_every_;
   bool bar_, bar_drawn_ = false;
   std::chrono::steady_clock::time_point start_, last_draw_;
