@@ -12,6 +12,8 @@
 //  * init: embeddings N(0, 1); q/k/v/fc weights U(±√3·0.5/√fan_in) (std 0.5/√fan_in);
 //    the residual output projections (attn.o, mlp.proj) and the head are zero-initialised, so the
 //    untrained model is the identity on the residual stream and its loss is exactly ln(V).
+//    At CPU scale this also trained slightly better than N(0, 0.02) for those three (val loss
+//    2.226 vs 2.261 after 200 steps; the sweep is in models/optimizers.h).
 //
 // Parameter names (the optimiser groups rely on them, see models/optimizers.h):
 //   embed.weight (V, C) · head.weight (V, C)

@@ -50,12 +50,7 @@ void read_into(torch::serialize::InputArchive& archive, const std::string& key,
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------
-// Defaults. Sweep (models/optimizers experiment, 2026-xx): 2 layers, d_model 128, 4×32 heads,
-// byte-level English-like text, context 64, batch 32, 300 steps, constant-cooldown (0.4),
-// placeholder attention; final train loss (nats/byte), see the report in the commit message.
-// ---------------------------------------------------------------------------------------------
-
+// Defaults: see the experiment in optimizers.h.
 OptimOptions default_optim_options(const std::string& name) {
   OptimOptions o;
   o.name = name;
@@ -277,9 +272,10 @@ double clip_grad_norm(GPT& model, double max_norm) {
   for (const auto& p : model->parameters())
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return 0.0;
-  double sq = 0.0;
-  for (const auto& g : grads) sq += g.to(torch::kDouble).pow(2).sum().item<double>();
-  const double norm = std::sqrt(sq);
+  // Σ‖g‖² accumulated in float64 on the gradients' device, one host sync.
+  auto sq = torch::zeros({}, grads.front().options().dtype(torch::kDouble));
+  for (const auto& g : grads) sq += g.to(torch::kDouble).pow(2).sum();
+  const double norm = std::sqrt(sq.item<double>());
   if (max_norm > 0 && norm > max_norm) {
     const double scale = max_norm / (norm + 1e-6);
     for (auto& g : grads) g.mul_(scale);

@@ -80,6 +80,13 @@ TEST(GptModel, ValidatesOptions) {
   expect_invalid(make([](models::GPTOptions& o) { o.mlp_ratio = 0; }), "mlp_ratio");
   expect_invalid(make([](models::GPTOptions& o) { o.mlp_ratio = 0.001; }), "mlp_ratio");
   EXPECT_THROW(models::GPT(tiny())->forward(torch::zeros({4}, torch::kLong)), c10::Error);
+  // Method-specific constraints are the attention layer's: an odd head_dim cannot be rotated.
+  auto odd = tiny();
+  odd.head_dim = 15;
+  odd.attention.method = "rope";
+  EXPECT_THROW(models::GPT{odd}, std::invalid_argument);
+  odd.attention.method = "nope";
+  EXPECT_NO_THROW(models::GPT{odd});
 }
 
 TEST(GptModel, IsCausal) {

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <string>
 
@@ -42,6 +43,25 @@ struct RepeatedText {
     return {x.slice(1, 0, T), x.slice(1, 1, T + 1)};
   }
 };
+
+// Training tests run single-threaded: on the shared 2-core machine two intra-op threads under
+// load were 10–40× slower (OpenMP spin-waits), and one thread keeps the resume check simple.
+// The previous count is restored for the tests that follow in the same process.
+struct ThreadGuard {
+  int previous = torch::get_num_threads();
+  ThreadGuard() { torch::set_num_threads(1); }
+  ~ThreadGuard() { torch::set_num_threads(previous); }
+};
+
+// Entropy (nats) of the byte distribution of `text`: the loss of a context-free predictor.
+double unigram_entropy(const std::string& text) {
+  double counts[256] = {0};
+  for (unsigned char c : text) counts[c] += 1;
+  double h = 0;
+  for (double c : counts)
+    if (c > 0) h -= c / text.size() * std::log(c / text.size());
+  return h;
+}
 
 double train_step(models::GPT& model, models::Optimizers& opt, const RepeatedText& text,
                   int64_t step, int64_t total, int64_t B = 8, int64_t T = 32) {
@@ -130,6 +150,7 @@ TEST(ModelsOptim, AdamFirstStepsByHand) {
 }
 
 TEST(ModelsOptim, LrFactorZeroFreezesParameters) {
+  ThreadGuard threads;
   torch::manual_seed(0);
   RepeatedText text;
   models::GPT model(small_model(32));
@@ -148,7 +169,7 @@ TEST(ModelsOptim, LrFactorZeroFreezesParameters) {
 }
 
 TEST(ModelsTraining, LossFallsOnRepeatedText) {
-  torch::set_num_threads(2);
+  ThreadGuard threads;
   for (const std::string name : {"muon", "adamw"}) {
     torch::manual_seed(0);
     RepeatedText text;
@@ -161,15 +182,18 @@ TEST(ModelsTraining, LossFallsOnRepeatedText) {
       if (s == 0) first = l;
       last = l;
     }
+    std::printf("  %s: loss %.3f -> %.3f in %ld steps\n", name.c_str(), first, last, long(steps));
     EXPECT_NEAR(first, std::log(256.0), 0.05) << name;
-    EXPECT_LT(last, 0.4 * first) << name << ": " << first << " → " << last;
+    // Substantially down, and below what a context-free (unigram) predictor can reach (3.05 nats).
+    EXPECT_LT(last, 0.3 * first) << name << ": " << first << " → " << last;
+    EXPECT_LT(last, unigram_entropy(text.text) - 1.0) << name;
   }
 }
 
 // Train k steps, checkpoint, train n more; a fresh model + optimisers loaded from the checkpoint
 // must reproduce the n steps bit for bit.
 TEST(ModelsOptim, SaveLoadResumesExactly) {
-  torch::set_num_threads(2);
+  ThreadGuard threads;
   for (const std::string name : {"muon", "adamw"}) {
     RepeatedText text;
     const int64_t k = 3, n = 3, total = 8;
