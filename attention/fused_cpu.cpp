@@ -56,17 +56,42 @@ struct Simd {
     return v;
   }
   static ATTN_INLINE void store(T* p, const V& v) { std::memcpy(p, &v, sizeof(V)); }
-  static ATTN_INLINE V splat(T x) { return V{} + x; }
+  // Lane 0 permuted everywhere: one broadcast. (V{} + x costs an add, 0 + x being no identity
+  // for −0; x − V{} and lane loops sometimes become W masked inserts in large functions.)
+  static ATTN_INLINE V splat(T x) {
+    typedef std::conditional_t<sizeof(T) == 4, int32_t, int64_t> I
+        __attribute__((vector_size(Bytes)));
+    V v{};
+    v[0] = x;
+    return __builtin_shuffle(v, I{});
+  }
   static ATTN_INLINE V max(V a, V b) { return a > b ? a : b; }
+  // Horizontal max / sum: halve the vector down to 16 bytes, then lanes.
   static ATTN_INLINE T hmax(V v) {
-    T m = v[0];
-    for (int l = 1; l < W; ++l) m = v[l] > m ? v[l] : m;
-    return m;
+    if constexpr (Bytes > 16) {
+      using Half = Simd<T, Bytes / 2>;
+      typename Half::V lo, hi;
+      std::memcpy(&lo, &v, sizeof lo);
+      std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+      return Half::hmax(Half::max(lo, hi));
+    } else {
+      T m = v[0];
+      for (int l = 1; l < W; ++l) m = v[l] > m ? v[l] : m;
+      return m;
+    }
   }
   static ATTN_INLINE T hsum(V v) {
-    T s = v[0];
-    for (int l = 1; l < W; ++l) s += v[l];
-    return s;
+    if constexpr (Bytes > 16) {
+      using Half = Simd<T, Bytes / 2>;
+      typename Half::V lo, hi;
+      std::memcpy(&lo, &v, sizeof lo);
+      std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+      return Half::hsum(lo + hi);
+    } else {
+      T s = v[0];
+      for (int l = 1; l < W; ++l) s += v[l];
+      return s;
+    }
   }
 };
 
@@ -126,7 +151,7 @@ ATTN_INLINE void micro_kernel(int64_t k, const T* A, int64_t ars, int64_t acs, c
     V b[NV];
     for (int v = 0; v < NV; ++v) b[v] = S::load(B + p * ldb + v * W);
     for (int r = 0; r < R; ++r) {
-      const V a = S::splat(A[r * ars + p * acs]);
+      const T a = A[r * ars + p * acs];  // scalar × vector: one broadcast load
       for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
     }
   }
@@ -166,17 +191,18 @@ ATTN_INLINE void gemm(int64_t m, int64_t n, int64_t k, const T* A, int64_t ars, 
 
 constexpr int64_t kPadBytes = 64;  // D and key tiles padded to 64 bytes: a multiple of every W
 
-// Operands are laid out once per call so that no tile is ever packed: D padded to Dp, T padded to
-// Tp (both multiples of 64 bytes, zero filled), K and V also stored transposed.
+// Operands are laid out once per call so that no tile is ever packed: D padded to Dp (a multiple
+// of 64 bytes), T to Tp = nkb·Bk, zero filled; Kᵀ and Vᵀ stored per key block, (Dp, Bk) each, so
+// a tile's rows are Bk apart (rows T apart would alias in the L1 cache for power-of-2 T).
 template <class T>
 struct Problem {
   const T* q;   // (B, H, T, Dp)
-  const T* k;   // (B, H, Tp, Dp)  backward only (dQ += dS·K)
-  const T* kt;  // (B, H, Dp, Tp)  Kᵀ: S = Q·Kᵀ
-  const T* v;   // (B, H, Tp, Dp)  forward only (O += P·V)
-  const T* vt;  // (B, H, Dp, Tp)  backward only (dP = dO·Vᵀ)
+  const T* k;   // (B, H, Tp, Dp)        backward only (dQ += dS·K)
+  const T* kt;  // (B, H, nkb, Dp, Bk)   Kᵀ per key block: S = Q·Kᵀ
+  const T* v;   // (B, H, Tp, Dp)        forward only (O += P·V)
+  const T* vt;  // (B, H, nkb, Dp, Bk)   Vᵀ per key block, backward only (dP = dO·Vᵀ)
   int64_t B, H, n_ctx, D;  // n_ctx: the context length T
-  int64_t Dp, Tp;          // padded D and T
+  int64_t Dp, Tp, nkb;     // padded D, padded T = nkb·Bk, number of key blocks
   int64_t Bq, Bk;          // tile sizes (Bk a multiple of 64 bytes)
   const T* row;            // (T)   scale · row_factor(i)
   const T* head;           // (H)   head scale
@@ -256,7 +282,7 @@ ATTN_INLINE void forward_range(const Problem<T>& P, const ForwardOut<T>& F, int6
     const int64_t bh = w / nq, h = bh % P.H;
     const int64_t i0 = zigzag(w % nq, nq) * Bq, m = std::min(Bq, T_ - i0);
     const T* qi = P.q + (bh * T_ + i0) * Dp;  // (m, Dp)
-    const T* kth = P.kt + bh * Dp * Tp;       // (Dp, Tp)
+    const T* kth = P.kt + bh * Tp * Dp;       // (nkb, Dp, Bk)
     const T* vh = P.v + bh * Tp * Dp;         // (Tp, Dp)
     const T* bias_h = P.bias + h * P.bias_stride;
     for (int64_t r = 0; r < m; ++r) {
@@ -269,7 +295,7 @@ ATTN_INLINE void forward_range(const Problem<T>& P, const ForwardOut<T>& F, int6
     for (int64_t j0 = 0; j0 <= last; j0 += Bk) {
       // Columns past min(T, last + 1) are masked for every row of the block: not computed.
       const int64_t nc = round_up(std::min({Bk, T_ - j0, last - j0 + 1}), I::W);
-      gemm<I, false>(m, nc, Dp, qi, Dp, 1, kth + j0, Tp, s.data(), Bk);  // S = Q·Kᵀ
+      gemm<I, false>(m, nc, Dp, qi, Dp, 1, kth + j0 * Dp, Bk, s.data(), Bk);  // S = Q·Kᵀ
       for (int64_t r = 0; r < m; ++r) {
         const int64_t e0 = (T_ - 1) - (i0 + r) + j0;
         online_softmax_row<I>(s.data() + r * Bk, nc, rc[r], P.mult + e0, bias_h + e0, m_run[r],
@@ -313,15 +339,15 @@ template <class I, bool HeadGrad, class T>
 ATTN_INLINE void backward_range(const Problem<T>& P, const BackwardIO<T>& G, int64_t begin,
                                 int64_t end) {
   const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Tp = P.Tp, Bq = P.Bq, Bk = P.Bk, C = G.C;
-  const int64_t nk = (T_ + Bk - 1) / Bk;
+  const int64_t nk = P.nkb;
   std::vector<T> s(Bq * Bk), dp(Bq * Bk), dk(Bk * Dp), dv(Bk * Dp), dq(T_ * Dp);
   for (int64_t w = begin; w < end; ++w) {
     const int64_t bh = w / C, c = w % C, h = bh % P.H;
     const T* qh = P.q + bh * T_ * Dp;     // (T, Dp)
     const T* doh = G.dout + bh * T_ * Dp; // (T, Dp)
     const T* kh = P.k + bh * Tp * Dp;     // (Tp, Dp)
-    const T* kth = P.kt + bh * Dp * Tp;   // (Dp, Tp)
-    const T* vth = P.vt + bh * Dp * Tp;   // (Dp, Tp)
+    const T* kth = P.kt + bh * Tp * Dp;   // (nkb, Dp, Bk)
+    const T* vth = P.vt + bh * Tp * Dp;   // (nkb, Dp, Bk)
     const T* lse = G.lse + bh * T_;
     const T* delta = G.delta + bh * T_;
     const T* bias_h = P.bias + h * P.bias_stride;
@@ -338,8 +364,8 @@ ATTN_INLINE void backward_range(const Problem<T>& P, const BackwardIO<T>& G, int
         const int64_t nc = round_up(std::min(n, i0 + m - j0), I::W);
         const T* qi = qh + i0 * Dp;
         const T* doi = doh + i0 * Dp;
-        gemm<I, false>(m, nc, Dp, qi, Dp, 1, kth + j0, Tp, s.data(), Bk);    // Q·Kᵀ
-        gemm<I, false>(m, nc, Dp, doi, Dp, 1, vth + j0, Tp, dp.data(), Bk);  // dO·Vᵀ
+        gemm<I, false>(m, nc, Dp, qi, Dp, 1, kth + j0 * Dp, Bk, s.data(), Bk);    // Q·Kᵀ
+        gemm<I, false>(m, nc, Dp, doi, Dp, 1, vth + j0 * Dp, Bk, dp.data(), Bk);  // dO·Vᵀ
         for (int64_t r = 0; r < m; ++r) {
           const int64_t i = i0 + r, e0 = (T_ - 1) - i + j0;
           const T g = backward_row<I, HeadGrad>(s.data() + r * Bk, dp.data() + r * Bk, nc,
@@ -499,9 +525,12 @@ Tensor padded(const Tensor& x, int64_t rows, int64_t Dp) {
   if (x.size(2) == rows && x.size(3) == Dp) return x.contiguous();
   return at::constant_pad_nd(x, {0, Dp - x.size(3), 0, rows - x.size(2)}, 0).contiguous();
 }
-// x (B, H, T, D) → (B, H, Dp, cols), transposed, zero padded.
-Tensor padded_transposed(const Tensor& x, int64_t cols, int64_t Dp) {
-  return padded(x, cols, Dp).transpose(2, 3).contiguous();
+// x (B, H, T, D) → (B, H, nkb, Dp, Bk): per key block, transposed, zero padded.
+Tensor blocked_transposed(const Tensor& x, int64_t nkb, int64_t Bk, int64_t Dp) {
+  return padded(x, nkb * Bk, Dp)
+      .view({x.size(0), x.size(1), nkb, Bk, Dp})
+      .transpose(3, 4)
+      .contiguous();
 }
 
 // The padded operands of one call (only those the pass needs are defined).
@@ -524,7 +553,8 @@ Problem<T> make_problem(const Operands& ops, int64_t B, int64_t H, int64_t n_ctx
   P.n_ctx = n_ctx;
   P.D = D;
   P.Dp = g.Dp;
-  P.Tp = round_up(n_ctx, g.lanes);
+  P.nkb = (n_ctx + g.Bk - 1) / g.Bk;
+  P.Tp = P.nkb * g.Bk;
   P.Bq = g.Bq;
   P.Bk = g.Bk;
   P.row = tab.row.data_ptr<T>();
@@ -539,11 +569,11 @@ Problem<T> make_problem(const Operands& ops, int64_t B, int64_t H, int64_t n_ctx
 std::pair<Tensor, Tensor> forward_impl(const Tensor& q, const Tensor& k, const Tensor& v,
                                        const Tensor& head, const Tables& tab, const Geometry& g) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
-  const int64_t Tp = round_up(T, g.lanes);
+  const int64_t nkb = (T + g.Bk - 1) / g.Bk;
   Operands ops;
   ops.q = padded(q, T, g.Dp);
-  ops.kt = padded_transposed(k, Tp, g.Dp);
-  ops.v = padded(v, Tp, g.Dp);
+  ops.kt = blocked_transposed(k, nkb, g.Bk, g.Dp);
+  ops.v = padded(v, nkb * g.Bk, g.Dp);
   Tensor out = at::empty({B, H, T, D}, q.options()), lse = at::empty({B, H, T}, q.options());
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_attention_cpu_forward", [&] {
     run_forward<scalar_t>(make_problem<scalar_t>(ops, B, H, T, D, head, tab, g),
@@ -561,7 +591,7 @@ BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
                              const Tensor& lse, const Tensor& dout, const Tensor& dlse,
                              bool head_grad) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
-  const int64_t Tp = round_up(T, g.lanes), nk = (T + g.Bk - 1) / g.Bk;
+  const int64_t nk = (T + g.Bk - 1) / g.Bk;
   // Split a head's key blocks over several tasks only when there are fewer heads than threads.
   const int64_t C =
       std::min(nk, std::max<int64_t>(1, (at::get_num_threads() + B * H - 1) / (B * H)));
@@ -570,9 +600,9 @@ BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
   delta = delta.contiguous();
   Operands ops;
   ops.q = padded(q, T, g.Dp);
-  ops.k = padded(k, Tp, g.Dp);
-  ops.kt = padded_transposed(k, Tp, g.Dp);
-  ops.vt = padded_transposed(v, Tp, g.Dp);
+  ops.k = padded(k, nk * g.Bk, g.Dp);
+  ops.kt = blocked_transposed(k, nk, g.Bk, g.Dp);
+  ops.vt = blocked_transposed(v, nk, g.Bk, g.Dp);
   const Tensor dout_p = padded(dout, T, g.Dp);
   Tensor dq_parts = at::empty({C, B, H, T, D}, q.options());
   Tensor dk = at::empty({B, H, T, D}, q.options()), dv = at::empty({B, H, T, D}, q.options());

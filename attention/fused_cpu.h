@@ -20,8 +20,8 @@
 namespace attention {
 
 struct FusedCpuConfig {
-  int64_t block_q = 64;  // query rows per tile
-  int64_t block_k = 64;  // keys per tile (rounded up to a multiple of 16)
+  int64_t block_q = 64;   // query rows per tile
+  int64_t block_k = 128;  // keys per tile (rounded up to a multiple of 64 bytes)
 };
 
 // q, k: (B, H, T, D), ALREADY rotated (method.h: apply_rotary); v: (B, H, T, D). CPU, float32 or
