@@ -10,7 +10,9 @@
 // touched. FLOPs: causal forward 2·T²·d·H (QKᵀ and PV over the lower triangle); forward+backward
 // 3.5× that (the backward's five tile matmuls against the forward's two, FlashAttention-2's
 // convention). The reference always computes in float64 (it is the oracle); it is skipped when its
-// estimated peak exceeds --budget-gb and its computed size is printed instead.
+// estimated peak exceeds --budget-gb and its computed size is printed instead. Times: wall-clock
+// min and median over the reps, plus the process CPU time of the median rep (all threads), which
+// shows when other processes were competing for the cores.
 #include "attention/attention.h"
 #include "attention/fused_cpu.h"
 #include "attention/method.h"
@@ -19,6 +21,7 @@
 #include <torch/torch.h>
 
 #include <sys/resource.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,9 +40,23 @@ namespace {
 struct Measurement {
   bool ok = false;
   double ms_min = 0, ms_median = 0;
+  double cpu_ms = 0;  // process CPU time per rep (all threads), median rep
   double peak_mb = 0;
   int reps = 0;
 };
+
+double cpu_ms_now() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
 
 double rss_mb() {
   std::ifstream statm("/proc/self/statm");
@@ -54,9 +71,12 @@ double peak_rss_mb() {
   return double(u.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
-// Runs `body` in a forked child; body(setup) returns the function to time after setting up inputs.
-Measurement in_child(const std::function<std::function<void()>()>& setup, int threads,
-                     const std::string& isa, double min_seconds, int max_reps) {
+// Runs one case in a forked child. make(T) creates the inputs for context T and returns the step
+// to time. A step at a small context runs first, so that code pages, allocator arenas and thread
+// stacks touched by any call are resident before the baseline RSS is taken.
+using Maker = std::function<std::function<void()>(int64_t)>;
+Measurement in_child(const Maker& make, int64_t T, int threads, const std::string& isa,
+                     double min_seconds, int max_reps) {
   int fds[2];
   if (pipe(fds) != 0) return {};
   const pid_t pid = fork();
@@ -66,19 +86,24 @@ Measurement in_child(const std::function<std::function<void()>()>& setup, int th
     try {
       torch::set_num_threads(threads);
       attention::set_fused_cpu_isa(isa);
-      auto step = setup();
+      make(std::min<int64_t>(T, 64))();
+      auto step = make(T);
       const double base = rss_mb();
       step();  // warm-up (also the peak-memory run)
-      std::vector<double> ms;
+      std::vector<double> ms, cpu;
       const auto start = std::chrono::steady_clock::now();
       while (int(ms.size()) < max_reps) {
+        const double c0 = cpu_ms_now();
         const auto t0 = std::chrono::steady_clock::now();
         step();
         const auto t1 = std::chrono::steady_clock::now();
+        cpu.push_back(cpu_ms_now() - c0);
         ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
         if (std::chrono::duration<double>(t1 - start).count() > min_seconds && ms.size() >= 2) break;
       }
       std::sort(ms.begin(), ms.end());
+      std::sort(cpu.begin(), cpu.end());
+      m.cpu_ms = cpu[cpu.size() / 2];
       m.ok = true;
       m.ms_min = ms.front();
       m.ms_median = ms[ms.size() / 2];
@@ -160,11 +185,11 @@ int main(int argc, char** argv) {
   // Matmul reference point: square float32 sgemm through LibTorch, same threads, same run.
   const int64_t N = 2048;
   const Measurement mm = in_child(
-      [&] {
-        auto a = torch::randn({N, N}), b = torch::randn({N, N}), c = torch::empty({N, N});
+      [&](int64_t n) {
+        auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
         return std::function<void()>([=]() mutable { torch::mm_out(c, a, b); });
       },
-      args.threads, args.isa, min_seconds, 20);
+      N, args.threads, args.isa, min_seconds, 20);
   const double mm_gflops = mm.ok ? 2.0 * N * N * N / (mm.ms_min * 1e-3) / 1e9 : 0.0;
 
   std::string isa_name;
@@ -177,10 +202,14 @@ int main(int argc, char** argv) {
               "fused ISA %s\n",
               args.method.c_str(), (long long)B, (long long)H, (long long)D, args.threads,
               isa_name.c_str());
-  std::printf("matmul (torch::mm %lldx%lld float32): %.1f GFLOP/s\n\n", (long long)N, (long long)N,
-              mm_gflops);
-  std::printf("%6s  %-8s  %-9s  %10s  %10s  %10s  %8s  %8s  %9s  %8s\n", "T", "pass", "kernel",
-              "min ms", "median ms", "peak MB", "GFLOP/s", "%matmul", "vs ref", "mem/ref");
+  std::printf("matmul (torch::mm %lldx%lld float32): %.1f GFLOP/s (min %.2f ms, CPU %.2f ms)\n",
+              (long long)N, (long long)N, mm_gflops, mm.ms_min, mm.cpu_ms);
+  std::printf("load average at start: %s (CPU ms ≫ threads × wall ms means other processes "
+              "shared the cores)\n\n",
+              load_average().c_str());
+  std::printf("%6s  %-8s  %-9s  %10s  %10s  %10s  %10s  %8s  %8s  %9s  %8s\n", "T", "pass",
+              "kernel", "min ms", "median ms", "CPU ms", "peak MB", "GFLOP/s", "%matmul", "vs ref",
+              "mem/ref");
 
   for (const int64_t T : contexts) {
     const double fwd_flops = 2.0 * double(T) * double(T) * D * H;
@@ -188,7 +217,7 @@ int main(int argc, char** argv) {
       const double flops = backward ? 3.5 * fwd_flops : fwd_flops;
       const char* pass = backward ? "fwd+bwd" : "fwd";
       auto setup_for = [&](const std::string& kernel) {
-        return [&, kernel]() {
+        return [&, kernel](int64_t T) {
           auto o = opts;
           o.kernel = kernel;
           attention::CausalAttention attn(o);
@@ -214,15 +243,15 @@ int main(int argc, char** argv) {
           });
         };
       };
-      const Measurement fused = in_child(setup_for("fused"), args.threads, args.isa, min_seconds,
-                                         max_reps);
+      const Measurement fused =
+          in_child(setup_for("fused"), T, args.threads, args.isa, min_seconds, max_reps);
       // Reference peak estimate: inference keeps ~7 T×T float64 matrices (one head at a time);
       // with autograd ~10 B·H·T×T float64 tensors are alive.
       const double tt_gb = double(T) * double(T) * 8.0 / 1e9;
       const double ref_est_gb = backward ? 10.0 * B * H * tt_gb : 7.0 * tt_gb;
       Measurement ref;
       const bool run_ref = ref_est_gb <= args.budget_gb;
-      if (run_ref) ref = in_child(setup_for("reference"), args.threads, args.isa, min_seconds, 3);
+      if (run_ref) ref = in_child(setup_for("reference"), T, args.threads, args.isa, min_seconds, 3);
 
       auto row = [&](const char* kernel, const Measurement& m, const Measurement* other) {
         if (!m.ok) {
@@ -237,8 +266,8 @@ int main(int argc, char** argv) {
         } else if (other) {
           std::snprintf(mem, sizeof mem, "%.3f%%*", 100.0 * m.peak_mb / (ref_est_gb * 1e3));
         }
-        std::printf("%6lld  %-8s  %-9s  %10.1f  %10.1f  %10.1f  %8.1f  %7.1f%%  %9s  %8s\n",
-                    (long long)T, pass, kernel, m.ms_min, m.ms_median, m.peak_mb, gflops,
+        std::printf("%6lld  %-8s  %-9s  %10.1f  %10.1f  %10.1f  %10.1f  %8.1f  %7.1f%%  %9s  %8s\n",
+                    (long long)T, pass, kernel, m.ms_min, m.ms_median, m.cpu_ms, m.peak_mb, gflops,
                     mm_gflops > 0 ? 100.0 * gflops / mm_gflops : 0.0, vs, mem);
       };
       row("fused", fused, &ref);
