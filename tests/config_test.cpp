@@ -117,6 +117,13 @@ TEST(Config, RunIdIgnoresKeyOrderAndRunKeysButNotResultKeys) {
   }
 }
 
+TEST(Config, HiddenLearningRateDefaultsPerOptimizer) {
+  EXPECT_DOUBLE_EQ(load_run_config_text("optim: {name: muon}", "x").config.optim.lr_hidden, 0.02);
+  EXPECT_DOUBLE_EQ(load_run_config_text("optim: {name: adamw}", "x").config.optim.lr_hidden, 0.003);
+  EXPECT_DOUBLE_EQ(
+      load_run_config_text("optim: {name: adamw, lr_hidden: 0.01}", "x").config.optim.lr_hidden, 0.01);
+}
+
 TEST(Config, MissingFileIsAnInputError) {
   try {
     harness::config::load_run_config("/nonexistent/run.yaml");

@@ -14,6 +14,10 @@ std::vector<std::string> tokenizer_names() { return {"byte", "sentencepiece", "p
 std::vector<std::string> optimizer_names() { return models::optimizer_names(); }
 std::vector<std::string> schedule_names() { return models::schedule_names(); }
 
+double default_hidden_lr(const std::string& optimizer) {
+  return models::default_optim_options(optimizer).lr_hidden;
+}
+
 attention::MethodOptions method_options(const RunConfig& c) {
   attention::MethodOptions m;
   const int64_t L = c.train.context;

@@ -18,6 +18,9 @@ std::vector<std::string> tokenizer_names();
 std::vector<std::string> optimizer_names();
 std::vector<std::string> schedule_names();
 
+// The optimiser's default learning rate of the hidden weights (Muon 0.02, AdamW 0.003).
+double default_hidden_lr(const std::string& optimizer);
+
 // τ and the RoPE bases resolved against the training context.
 attention::MethodOptions method_options(const RunConfig& config);
 

@@ -64,9 +64,9 @@ struct RunConfig {
 
   struct Optim {
     std::string name = "muon";     // muon | adamw
-    double lr_hidden = 0.02;
+    double lr_hidden = 0.02;        // unset with adamw: AdamW's own default (engine_options)
     double lr_embed = 0.3;
-    double lr_head = 0.002;
+    double lr_head = 0.008;         // paper 0.002; a zero-initialised head needs more at CPU scale
     double lr_scalar = 0.002;
     double beta1 = 0.9;
     double beta2 = 0.95;

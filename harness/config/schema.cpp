@@ -534,6 +534,7 @@ void resolve_and_validate(LoadedConfig& loaded) {
                           c.model.d_model, c.model.heads));
     c.model.head_dim = c.model.d_model / c.model.heads;
   }
+  if (!loaded.where.count("optim.lr_hidden")) c.optim.lr_hidden = default_hidden_lr(c.optim.name);
   try {
     check_engine_options(c);
   } catch (const std::invalid_argument& e) {
