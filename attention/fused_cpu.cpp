@@ -231,8 +231,14 @@ struct BackwardIO {
 
 inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// Query block of task w ∈ [0, nq): zig-zag order (0, n−1, 1, n−2, …) so that every contiguous
-// run of tasks, which is what at::parallel_for hands a thread, mixes cheap and costly blocks.
+// Work distribution: at::parallel_for starts one worker per thread; workers then take tasks one
+// at a time from a shared counter (costliest first). Causal tasks differ in cost, and on a shared
+// machine a thread can be descheduled for a while: static chunks would leave the other threads
+// waiting, a shared counter lets them take over the remaining tasks.
+using TaskCounter = std::atomic<int64_t>;
+
+// Key block of the z-th task of a key-block set: zig-zag (0, n−1, 1, n−2, …) so that the sets
+// z ≡ c (mod C) of a head split over C tasks get similar amounts of work.
 inline int64_t zigzag(int64_t w, int64_t n) { return (w % 2 == 0) ? w / 2 : n - 1 - w / 2; }
 
 // ---- forward -----------------------------------------------------------------------------------
@@ -273,14 +279,15 @@ ATTN_INLINE void online_softmax_row(T* s, int64_t nc, T rc, const T* mu, const T
 }
 
 template <class I, class T>
-ATTN_INLINE void forward_range(const Problem<T>& P, const ForwardOut<T>& F, int64_t begin,
-                               int64_t end) {
+ATTN_INLINE void forward_worker(const Problem<T>& P, const ForwardOut<T>& F, TaskCounter& next) {
   const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Tp = P.Tp, Bq = P.Bq, Bk = P.Bk;
   const int64_t nq = (T_ + Bq - 1) / Bq;
+  const int64_t BH = P.B * P.H, tasks = BH * nq;
   std::vector<T> s(Bq * Bk), o(Bq * Dp), m_run(Bq), l_run(Bq), rc(Bq);
-  for (int64_t w = begin; w < end; ++w) {
-    const int64_t bh = w / nq, h = bh % P.H;
-    const int64_t i0 = zigzag(w % nq, nq) * Bq, m = std::min(Bq, T_ - i0);
+  for (int64_t w = next++; w < tasks; w = next++) {
+    // Task w: query block nq − 1 − w / BH (the last blocks, with the most keys, go first).
+    const int64_t bh = w % BH, h = bh % P.H;
+    const int64_t i0 = (nq - 1 - w / BH) * Bq, m = std::min(Bq, T_ - i0);
     const T* qi = P.q + (bh * T_ + i0) * Dp;  // (m, Dp)
     const T* kth = P.kt + bh * Tp * Dp;       // (nkb, Dp, Bk)
     const T* vh = P.v + bh * Tp * Dp;         // (Tp, Dp)
@@ -336,13 +343,13 @@ ATTN_INLINE T backward_row(T* s, T* dp, int64_t nc, T rc, const T* mu, const T* 
 }
 
 template <class I, bool HeadGrad, class T>
-ATTN_INLINE void backward_range(const Problem<T>& P, const BackwardIO<T>& G, int64_t begin,
-                                int64_t end) {
+ATTN_INLINE void backward_worker(const Problem<T>& P, const BackwardIO<T>& G, TaskCounter& next) {
   const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Tp = P.Tp, Bq = P.Bq, Bk = P.Bk, C = G.C;
   const int64_t nk = P.nkb;
+  const int64_t tasks = P.B * P.H * C;
   std::vector<T> s(Bq * Bk), dp(Bq * Bk), dk(Bk * Dp), dv(Bk * Dp), dq(T_ * Dp);
-  for (int64_t w = begin; w < end; ++w) {
-    const int64_t bh = w / C, c = w % C, h = bh % P.H;
+  for (int64_t w = next++; w < tasks; w = next++) {
+    const int64_t bh = w / C, c = w % C, h = bh % P.H;  // (b, h) and its key-block set c
     const T* qh = P.q + bh * T_ * Dp;     // (T, Dp)
     const T* doh = G.dout + bh * T_ * Dp; // (T, Dp)
     const T* kh = P.k + bh * Tp * Dp;     // (Tp, Dp)
@@ -413,20 +420,19 @@ using Avx2 = Isa<T, 32, 4, 2>;
 template <class T>
 using Generic = Isa<T, 16, 4, 2>;
 
-#define ATTN_DEFINE_RANGES(NAME, ISA, TARGET)                                                    \
+#define ATTN_DEFINE_WORKERS(NAME, ISA, TARGET)                                                   \
   template <class T>                                                                             \
-  TARGET void forward_##NAME(const Problem<T>& P, const ForwardOut<T>& F, int64_t b, int64_t e) { \
-    forward_range<ISA<T>>(P, F, b, e);                                                           \
+  TARGET void forward_##NAME(const Problem<T>& P, const ForwardOut<T>& F, TaskCounter& next) {   \
+    forward_worker<ISA<T>>(P, F, next);                                                          \
   }                                                                                              \
   template <class T, bool HeadGrad>                                                              \
-  TARGET void backward_##NAME(const Problem<T>& P, const BackwardIO<T>& G, int64_t b,            \
-                              int64_t e) {                                                       \
-    backward_range<ISA<T>, HeadGrad>(P, G, b, e);                                                \
+  TARGET void backward_##NAME(const Problem<T>& P, const BackwardIO<T>& G, TaskCounter& next) {  \
+    backward_worker<ISA<T>, HeadGrad>(P, G, next);                                               \
   }
 
-ATTN_DEFINE_RANGES(avx512, Avx512, ATTN_TARGET_AVX512)
-ATTN_DEFINE_RANGES(avx2, Avx2, ATTN_TARGET_AVX2)
-ATTN_DEFINE_RANGES(generic, Generic, )
+ATTN_DEFINE_WORKERS(avx512, Avx512, ATTN_TARGET_AVX512)
+ATTN_DEFINE_WORKERS(avx2, Avx2, ATTN_TARGET_AVX2)
+ATTN_DEFINE_WORKERS(generic, Generic, )
 
 IsaKind detected_isa() {
 #if ATTN_HAVE_X86_ISAS
@@ -447,15 +453,22 @@ IsaKind active_isa() {
   return o < 0 ? detected : IsaKind(o);
 }
 
+// One worker per thread (never more than tasks); each drains the shared task counter.
+template <class Worker>
+void run_workers(int64_t tasks, const Worker& worker) {
+  TaskCounter next{0};
+  const int64_t workers = std::max<int64_t>(1, std::min<int64_t>(tasks, at::get_num_threads()));
+  at::parallel_for(0, workers, 1, [&](int64_t, int64_t) { worker(next); });
+}
+
 template <class T>
 void run_forward(const Problem<T>& P, const ForwardOut<T>& F) {
-  const int64_t nq = (P.n_ctx + P.Bq - 1) / P.Bq;
   const IsaKind isa = active_isa();
-  at::parallel_for(0, P.B * P.H * nq, 1, [&](int64_t b, int64_t e) {
+  run_workers(P.B * P.H * ((P.n_ctx + P.Bq - 1) / P.Bq), [&](TaskCounter& next) {
     switch (isa) {
-      case IsaKind::kAvx512: forward_avx512(P, F, b, e); break;
-      case IsaKind::kAvx2: forward_avx2(P, F, b, e); break;
-      default: forward_generic(P, F, b, e); break;
+      case IsaKind::kAvx512: forward_avx512(P, F, next); break;
+      case IsaKind::kAvx2: forward_avx2(P, F, next); break;
+      default: forward_generic(P, F, next); break;
     }
   });
 }
@@ -463,11 +476,11 @@ void run_forward(const Problem<T>& P, const ForwardOut<T>& F) {
 template <class T, bool HeadGrad>
 void run_backward(const Problem<T>& P, const BackwardIO<T>& G) {
   const IsaKind isa = active_isa();
-  at::parallel_for(0, P.B * P.H * G.C, 1, [&](int64_t b, int64_t e) {
+  run_workers(P.B * P.H * G.C, [&](TaskCounter& next) {
     switch (isa) {
-      case IsaKind::kAvx512: backward_avx512<T, HeadGrad>(P, G, b, e); break;
-      case IsaKind::kAvx2: backward_avx2<T, HeadGrad>(P, G, b, e); break;
-      default: backward_generic<T, HeadGrad>(P, G, b, e); break;
+      case IsaKind::kAvx512: backward_avx512<T, HeadGrad>(P, G, next); break;
+      case IsaKind::kAvx2: backward_avx2<T, HeadGrad>(P, G, next); break;
+      default: backward_generic<T, HeadGrad>(P, G, next); break;
     }
   });
 }
@@ -592,9 +605,10 @@ BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
                              bool head_grad) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   const int64_t nk = (T + g.Bk - 1) / g.Bk;
-  // Split a head's key blocks over several tasks only when there are fewer heads than threads.
+  // Split a head's key blocks over C tasks when there are fewer than 2 (b, h) per thread, so that
+  // the workers stay balanced; each split head costs a (T, D) dQ partial sum.
   const int64_t C =
-      std::min(nk, std::max<int64_t>(1, (at::get_num_threads() + B * H - 1) / (B * H)));
+      std::min(nk, std::max<int64_t>(1, (2 * at::get_num_threads() + B * H - 1) / (B * H)));
   Tensor delta = (dout * out).sum(-1);  // (B, H, T)
   if (dlse.defined()) delta = delta - dlse;
   delta = delta.contiguous();

@@ -58,8 +58,9 @@ std::string inspect_method(const MethodOptions& options, const std::vector<int64
      << ", heads " << m.heads << ", head_dim " << m.head_dim << "\n";
   os << "score s = " << num(m.score_scale) << "·q·k";
   if (m.positional == Positional::kYaRN) {
-    os << "; YaRN scale factor s = " << num(yarn_factor(m, T)) << ", logit multiplier "
-       << "(0.1·ln s + 1)^2 = " << num(yarn_logit_multiplier(m, T));
+    os << "; YaRN scale factor T/L = " << num(yarn_factor(m, T)) << " (1 when T <= L), logit "
+       << "multiplier (0.1·ln(T/L) + 1)^2 = " << num(yarn_logit_multiplier(m, T))
+       << " (folded into the score scale)";
   }
   os << "\n";
   if (m.positional == Positional::kNTK)
@@ -106,7 +107,7 @@ std::string inspect_method(const MethodOptions& options, const std::vector<int64
                   row * distance_multiplier(m, t));
     os << line;
     for (int64_t h = 0; h < bias_columns; ++h) {
-      std::snprintf(line, sizeof line, "  %18.10g", distance_bias(m, t, h));
+      std::snprintf(line, sizeof line, "  %18.10g", distance_bias(m, t, h) + 0.0);  // no "-0"
       os << line;
     }
     if (t >= T) os << "  (not visible at T)";
