@@ -14,9 +14,13 @@ build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j$(JOBS)
 
+# A τ ablation of si+p-rope plus RoPE and ALiBi (sweeps/quickstart.yaml); a rerun resumes and
+# skips finished runs.
 quickstart: deps build
-	$(BUILD)/harness train --config sweeps/examples/tiny.yaml --resume
-	@echo "results: results/tiny/run.h5 (h5dump -H results/tiny/run.h5)"
+	$(BUILD)/harness sweep run sweeps/quickstart.yaml --jobs 2 --threads-per-job 1
+	@echo
+	$(BUILD)/harness sweep table sweeps/quickstart.yaml --csv results/quickstart/table.csv
+	@echo "results: results/quickstart/<run id>/run.h5 (h5dump -H, or h5py); table: results/quickstart/table.csv"
 
 test:
 	scripts/install-deps.sh --no-corpus
