@@ -95,7 +95,7 @@ std::string format_status(const Sweep& sweep, const std::vector<RunStatus>& stat
     std::string detail;
     if (s.state == RunState::kRunning && !s.holder.empty()) detail = "pid " + s.holder;
     else if (s.state != RunState::kDone && !s.reason.empty()) detail = s.reason;
-    out += fmt::format("{}  #{:<3} {}{:<11} {:>11}{}{}\n", sweep.runs[i].id, i,
+    out += fmt::format("{}  #{:<3} {}{:<11} {:>9}{}{}\n", sweep.runs[i].id, i,
                        padded_settings(sweep, i, widths), to_string(s.state),
                        fmt::format("{}/{}", s.step, s.total), losses,
                        detail.empty() ? "" : "  (" + detail + ")");

@@ -208,3 +208,37 @@ TEST(SweepPlan, OneLinePerRunStartingWithItsId) {
   std::getline(in, line);
   EXPECT_EQ(line, "0 of 2 runs done, 2 pending");
 }
+
+TEST(SweepShipped, EveryShippedSweepExpandsAsDocumented) {
+  const std::string dir = std::string(HARNESS_SOURCE_DIR) + "/sweeps/";
+  const std::vector<std::pair<std::string, size_t>> expected = {
+      {"quickstart.yaml", 6}, {"tau-ablation.yaml", 15}, {"table1.yaml", 36}, {"context-lengths.yaml", 6}};
+  for (const auto& [file, runs] : expected) {
+    const auto sweep = load_sweep(dir + file);
+    EXPECT_EQ(sweep.runs.size(), runs) << file;
+    for (const auto& run : sweep.runs) {
+      EXPECT_EQ(run.loaded.config.data.corpus, "sotu") << file;
+      EXPECT_EQ(run.loaded.config.eval_contexts().size(), 3u) << file;
+    }
+  }
+  // The quickstart: τ around L/400 for si+p-rope, plus rope and alibi, validated at L, 4L, 16L.
+  const auto quick = load_sweep(dir + "quickstart.yaml");
+  std::vector<double> taus;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(quick.runs[i].loaded.config.attention.method, "si+p-rope");
+    taus.push_back(quick.runs[i].loaded.config.attention.tau.resolve(64));
+  }
+  EXPECT_EQ(taus, (std::vector<double>{64 / 4000.0, 64 / 400.0, 64 / 40.0, 64 / 4.0}));
+  EXPECT_EQ(quick.runs[4].loaded.config.attention.method, "rope");
+  EXPECT_EQ(quick.runs[5].loaded.config.attention.method, "alibi");
+  EXPECT_EQ(quick.runs[0].loaded.config.eval_contexts(), (std::vector<int64_t>{64, 256, 1024}));
+  // Appendix H: the paper's τ grid at L = 4096, carried by L/4096.
+  const auto tau = load_sweep(dir + "tau-ablation.yaml");
+  const std::vector<double> paper = {0.01, 0.1, 1, 10, 100};
+  for (size_t g = 0; g < paper.size(); ++g)
+    EXPECT_NEAR(tau.runs[g * 3].loaded.config.attention.tau.resolve(4096), paper[g], 1e-9 * paper[g]);
+  // Context lengths: tokens per step fixed.
+  const auto ctx = load_sweep(dir + "context-lengths.yaml");
+  for (const auto& run : ctx.runs)
+    EXPECT_EQ(run.loaded.config.train.context * run.loaded.config.train.batch_size, 2048);
+}
