@@ -1,10 +1,12 @@
 // Sweep files: parsing, validation messages (file:line:column, key, did-you-mean), expansion
 // counts and run ids.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "harness/util/errors.h"
@@ -241,4 +243,22 @@ TEST(SweepShipped, EveryShippedSweepExpandsAsDocumented) {
   const auto ctx = load_sweep(dir + "context-lengths.yaml");
   for (const auto& run : ctx.runs)
     EXPECT_EQ(run.loaded.config.train.context * run.loaded.config.train.batch_size, 2048);
+}
+
+TEST(SweepIds, StableUnderKeyOrderOfTheBaseFile) {
+  const fs::path dir = fs::temp_directory_path() / ("harness-sweep-ids-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "a.yaml") << "model:\n  layers: 1\n  d_model: 32\n  heads: 2\ntrain:\n  context: 16\n  steps: 40\n";
+  std::ofstream(dir / "b.yaml") << "train: {steps: 40, context: 16}\nmodel: {heads: 2, layers: 1, d_model: 32}\nrun: {threads: 7}\n";
+  std::ofstream(dir / "sa.yaml") << "name: s\nbase: a.yaml\ngrid: {attention.method: [rope, alibi]}\n";
+  std::ofstream(dir / "sb.yaml") << "grid:\n  attention:\n    method: [rope, alibi]\nbase: b.yaml\nname: s\n";
+  const auto a = load_sweep((dir / "sa.yaml").string());
+  const auto b = load_sweep((dir / "sb.yaml").string());
+  EXPECT_EQ(ids(a), ids(b));
+  EXPECT_EQ(a.base_path, (dir / "a.yaml").string());
+  const auto inline_base = load_sweep_text(
+      "name: s\nbase: {model: {layers: 1, d_model: 32, heads: 2}, train: {context: 16, steps: 40}}\n"
+      "grid: {attention.method: [rope, alibi]}\n", "inline.yaml");
+  EXPECT_EQ(ids(inline_base), ids(a));
+  fs::remove_all(dir);
 }
