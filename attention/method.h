@@ -10,6 +10,7 @@
 // A pair with frequency 0 is left unrotated (p-RoPE's dropped pairs).
 #pragma once
 
+#include "attention/method_options.h"
 #include "attention/score_mod.h"
 
 #include <torch/types.h>
@@ -20,8 +21,6 @@
 
 namespace attention {
 
-struct MethodOptions;  // attention.h
-
 // Largest evaluation context any kernel accepts (distances are int in score_mod.h).
 constexpr int64_t kMaxContext = int64_t(1) << 20;
 
@@ -29,6 +28,7 @@ enum class Positional { kNoPE, kRoPE, kPRoPE, kNTK, kYaRN, kALiBi };
 enum class Transform { kNone, kLogN, kScaleInvariant, kInfoScale };
 enum class PRoPEVariant { kRespread, kTruncate };
 
+std::vector<std::string> preset_names();      // the 12 presets (also in attention.h)
 std::vector<std::string> positional_names();  // nope, rope, p-rope, ntk, yarn, alibi
 std::vector<std::string> transform_names();   // none, logn, scale-invariant, infoscale
 std::vector<std::string> kernel_names();      // reference, fused, cuda
