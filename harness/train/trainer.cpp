@@ -37,50 +37,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-data::DataOptions data_options(const config::RunConfig& c) {
-  data::DataOptions d;
-  d.corpus = c.data.corpus;
-  d.data_dir = c.data.data_dir;
-  d.val_fraction = c.data.val_fraction;
-  d.tokenizer.kind = c.data.tokenizer;
-  d.tokenizer.vocab_size = c.data.vocab_size;
-  return d;
-}
-
-models::GPTOptions gpt_options(const config::RunConfig& c, int64_t vocab_size) {
-  models::GPTOptions g;
-  g.vocab_size = vocab_size;
-  g.layers = c.model.layers;
-  g.d_model = c.model.d_model;
-  g.heads = c.model.heads;
-  g.head_dim = c.model.head_dim;
-  g.mlp_ratio = c.model.mlp_ratio;
-  g.attention = config::method_options(c);
-  return g;
-}
-
-models::OptimOptions optim_options(const config::RunConfig& c) {
-  models::OptimOptions o;
-  o.name = c.optim.name;
-  o.lr_hidden = c.optim.lr_hidden;
-  o.lr_embed = c.optim.lr_embed;
-  o.lr_head = c.optim.lr_head;
-  o.lr_scalar = c.optim.lr_scalar;
-  o.beta1 = c.optim.beta1;
-  o.beta2 = c.optim.beta2;
-  o.weight_decay = c.optim.weight_decay;
-  o.momentum = c.optim.momentum;
-  return o;
-}
-
-models::ScheduleOptions schedule_options(const config::RunConfig& c) {
-  models::ScheduleOptions s;
-  s.kind = c.schedule.kind;
-  s.warmup_steps = c.schedule.warmup_steps;
-  s.cooldown_fraction = c.schedule.cooldown_fraction;
-  return s;
-}
-
 torch::Device pick_device(const config::LoadedConfig& loaded) {
   if (loaded.config.run.device == "cpu") return torch::kCPU;
   if (!torch::cuda::is_available())
@@ -101,8 +57,8 @@ struct Setup {
 
 std::unique_ptr<Setup> build(const config::LoadedConfig& loaded) {
   const auto& c = loaded.config;
-  auto s = std::unique_ptr<Setup>(new Setup{data::Dataset(data_options(c)), {}, nullptr, nullptr,
-                                            pick_device(loaded)});
+  auto s = std::unique_ptr<Setup>(new Setup{data::Dataset(config::data_options(c)), {}, nullptr,
+                                            nullptr, pick_device(loaded)});
   for (const int64_t T : c.eval_contexts()) {
     try {
       s->eval_windows.emplace(T, s->dataset.eval_windows(T, c.eval.windows, c.eval.seed));
@@ -113,9 +69,9 @@ std::unique_ptr<Setup> build(const config::LoadedConfig& loaded) {
   }
   torch::manual_seed(c.train.seed);
   try {
-    s->model = models::GPT(gpt_options(c, s->dataset.vocab_size()));
+    s->model = models::GPT(config::gpt_options(c, s->dataset.vocab_size()));
     s->model->to(s->device);
-    s->optim = std::make_unique<models::Optimizers>(s->model, optim_options(c));
+    s->optim = std::make_unique<models::Optimizers>(s->model, config::optim_options(c));
   } catch (const std::invalid_argument& e) {
     throw InputError(fmt::format("{}: {}", loaded.source, e.what()));
   }
@@ -249,7 +205,7 @@ TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& optio
   install_interrupt_handlers();
   const bool bar = options.progress_bar < 0 ? stderr_is_terminal() : options.progress_bar == 1;
   Progress progress(run_log, c.train.steps, c.run.log_every, bar);
-  const auto schedule = schedule_options(c);
+  const auto schedule = config::schedule_options(c);
   const int64_t micro_batch = c.train.batch_size / c.train.grad_accum;
   model->train();
   const int64_t session_start = step;
