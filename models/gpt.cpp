@@ -49,10 +49,6 @@ void validate(const GPTOptions& o) {
                              std::to_string(o.mlp_ratio) + ")"));
 }
 
-torch::Tensor rms_norm(const torch::Tensor& x, double eps) {
-  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
-}
-
 // ---------------------------------------------------------------------------------------------
 
 AttentionBlockImpl::AttentionBlockImpl(const GPTOptions& options, int64_t /*layer*/)
@@ -95,7 +91,7 @@ MLPImpl::MLPImpl(const GPTOptions& options) {
 }
 
 torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
-  return proj(torch::relu(fc(x)).square());  // (B, T, M) → (B, T, C)
+  return proj(relu_squared(fc(x)));  // (B, T, M) → (B, T, C)
 }
 
 BlockImpl::BlockImpl(const GPTOptions& options, int64_t layer) {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "models/pointwise.h"  // rms_norm, relu_squared
 
 namespace models {
 
@@ -51,9 +52,6 @@ struct GPTOptions {
 // Throws std::invalid_argument naming the offending option. (Method-specific constraints, e.g.
 // an odd head_dim with a RoPE-family method, are the attention layer's to reject.)
 void validate(const GPTOptions& options);
-
-// RMSNorm over the last dimension, no learned gain: x / sqrt(mean(x²) + eps).
-torch::Tensor rms_norm(const torch::Tensor& x, double eps = 1e-6);
 
 struct AttentionBlockImpl : torch::nn::Module {
   AttentionBlockImpl(const GPTOptions& options, int64_t layer);
