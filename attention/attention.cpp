@@ -74,7 +74,7 @@ std::pair<torch::Tensor, torch::Tensor> CausalAttentionImpl::rotate(const torch:
                                                                     const torch::Tensor& k) const {
   if (!method_.rotary()) return {q, k};
   const RotaryTables tables = rotary_tables(method_, q.size(2), q.options());
-  return {apply_rotary(q, tables), apply_rotary(k, tables)};
+  return {apply_rotary_fused(q, tables), apply_rotary_fused(k, tables)};
 }
 
 std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::Tensor& q,

@@ -527,10 +527,12 @@ struct Geometry {
   int64_t Bq, Bk, Dp, lanes;  // lanes: elements per 64 bytes (the padding unit)
 };
 
-Geometry geometry(const FusedCpuConfig& cfg, int64_t D, at::ScalarType dtype) {
+// A key tile no longer than the context: at T = 64 a 128-key tile would double the padded Kᵀ
+// and V copies (and their zero work) for nothing.
+Geometry geometry(const FusedCpuConfig& cfg, int64_t T, int64_t D, at::ScalarType dtype) {
   const int64_t lanes = kPadBytes / int64_t(at::elementSize(dtype));
-  return {std::max<int64_t>(1, cfg.block_q), round_up(std::max<int64_t>(1, cfg.block_k), lanes),
-          round_up(D, lanes), lanes};
+  const int64_t block_k = std::min(std::max<int64_t>(1, cfg.block_k), T);
+  return {std::max<int64_t>(1, cfg.block_q), round_up(block_k, lanes), round_up(D, lanes), lanes};
 }
 
 // x (B, H, T, D) → (B, H, rows, Dp), zero padded, contiguous (x itself when nothing to pad).
@@ -703,7 +705,7 @@ std::tuple<Tensor, Tensor> fused_attention_cpu_with_lse(const Tensor& q_in, cons
   if (B == 0 || H == 0 || T == 0 || D == 0)
     return {at::zeros_like(q_in), at::zeros({B, H, T}, q_in.options())};
 
-  const Geometry g = geometry(config, D, dtype);
+  const Geometry g = geometry(config, T, D, dtype);
   Tensor head;  // (H) in the kernel dtype; differentiable when it is the learned parameter
   if (head_scale.defined())
     head = head_scale.to(dtype);

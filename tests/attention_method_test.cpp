@@ -242,6 +242,32 @@ TEST(AttentionMethod, RotationPreservesNormsAndDependsOnlyOnDistance) {
   }
 }
 
+TEST(AttentionMethod, FusedRotaryMatchesComposedValuesAndGradients) {
+  for (const char* name : {"rope", "p-rope", "yarn"}) {
+    const Method m = attention::resolve_method(opts(name, 16, 32));
+    const int64_t T = 40;
+    torch::manual_seed(8);
+    for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {
+      const auto tables = attention::rotary_tables(m, T, dtype);
+      // (B, H, T, D) as a transposed view, as the model hands it over.
+      const auto x0 = torch::randn({2, T, 3, 16}, dtype).transpose(1, 2);
+      auto xf = x0.clone().set_requires_grad(true), xc = x0.clone().set_requires_grad(true);
+      const auto yf = attention::apply_rotary_fused(xf, tables);
+      const auto yc = attention::apply_rotary(xc, tables);
+      const auto w = torch::randn(yc.sizes(), dtype);
+      (yf * w).sum().backward();
+      (yc * w).sum().backward();
+      const double tol = dtype == torch::kFloat64 ? 1e-14 : 1e-6;
+      EXPECT_TRUE(yf.is_contiguous());
+      EXPECT_LT((yf - yc).abs().max().item<double>(), tol) << name;
+      EXPECT_LT((xf.grad() - xc.grad()).abs().max().item<double>(), tol) << name;
+    }
+  }
+  // No rotary encoding: the input itself.
+  const auto x = torch::randn({1, 1, 4, 8});
+  EXPECT_TRUE(attention::apply_rotary_fused(x, attention::RotaryTables{}).is_same(x));
+}
+
 // ---- score-mod per method -----------------------------------------------------------------------
 
 TEST(AttentionMethod, ScoreModPerPreset) {
