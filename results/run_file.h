@@ -3,7 +3,7 @@
 // Layout (plain datasets, readable with h5py without this code):
 //   /                 attrs: format_version
 //   /config           attrs: yaml (as written), canonical (resolved keys), hash, git_revision,
-//                            libtorch_version, threads, device, name
+//                            libtorch_version, blas, threads, device, name
 //   /status           attrs: state (running | done | failed | interrupted), reason, step
 //   /train/{step, tokens, loss, lr, grad_norm, seconds}            (N,)  one row per step
 //   /eval/<T>/{step, loss}                                          (E,)  T = context in tokens

@@ -88,6 +88,7 @@ results::RunRecord fresh_record(const config::LoadedConfig& loaded, int64_t thre
   r.config["source"] = loaded.source;
   r.config["git_revision"] = git_revision();
   r.config["libtorch_version"] = libtorch_version();
+  r.config["blas"] = blas_config();
   r.config["device"] = device.str();
   r.threads = threads;
   return r;
