@@ -69,12 +69,7 @@ void Muon::step(double lr_factor) {
 }
 
 void Muon::zero_grad() {
-  for (auto& p : params_) {
-    if (p.grad().defined()) {
-      p.mutable_grad().detach_();
-      p.mutable_grad().zero_();
-    }
-  }
+  for (auto& p : params_) p.mutable_grad() = torch::Tensor();  // set to none, as Adam's
 }
 
 void Muon::save(torch::serialize::OutputArchive& archive, const std::string& prefix) const {

@@ -19,13 +19,10 @@ bool starts_with(const std::string& s, const std::string& prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
+// Drops the gradients (PyTorch's zero_grad(set_to_none=True)): the next backward hands its
+// buffers over instead of adding into zeros, two passes fewer per parameter, same values.
 void zero_grads(const std::vector<torch::Tensor>& params) {
-  for (auto p : params) {
-    if (p.grad().defined()) {
-      p.mutable_grad().detach_();
-      p.mutable_grad().zero_();
-    }
-  }
+  for (auto p : params) p.mutable_grad() = torch::Tensor();
 }
 
 int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key) {

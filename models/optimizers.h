@@ -115,7 +115,7 @@ class Optimizers {
   Optimizers(GPT& model, OptimOptions options);
 
   void step();
-  void zero_grad();
+  void zero_grad();  // sets every gradient to none (undefined), as PyTorch's set_to_none=True
 
   // Multiplies every group's base lr (the schedule's factor); applies from the next step().
   void set_lr_factor(double f);
