@@ -12,6 +12,10 @@
 #   env STEPS=…     override train.steps of bench/peer/bench.yaml (default 60)
 #   env SET='k=v …' more overrides for both, e.g. SET='train.context=256 train.batch_size=8'
 #                   (model, train and attention keys the peer understands; see nanogpt_peer.py)
+#   env OMP_WAIT_POLICY=PASSIVE|ACTIVE  for both (default PASSIVE, the harness's own default).
+#                   It must be the same for both: at 2 threads on an idle machine ACTIVE is ~1.4x
+#                   faster for either, so comparing the harness's PASSIVE with Python's default
+#                   spin-waits measures the policy, not the implementations.
 #
 # Tokens/s: harness from /train/seconds and /train/tokens of run.h5 (training steps only: no
 # validation, checkpoint or start-up), peer from its own per-step timer (same span: batch fetch
@@ -120,11 +124,12 @@ run_peer() {
   echo "  peer    run $i: $tps tokens/s" >&2
 }
 
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 REVISION="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 [[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]] && REVISION+="+dirty"
 BUILT="$(date -r "$HARNESS" '+%Y-%m-%d %H:%M')"
-echo "train_vs_peer: $THREADS thread(s), $REPEATS repeat(s), warm-up $WARMUP steps, $(nproc) CPUs, load average $LOAD_BEFORE" >&2
+echo "train_vs_peer: $THREADS thread(s), OMP_WAIT_POLICY=$OMP_WAIT_POLICY, $REPEATS repeat(s), warm-up $WARMUP steps, $(nproc) CPUs, load average $LOAD_BEFORE" >&2
 for ((i = 1; i <= REPEATS; ++i)); do
   run_harness "$i"
   run_peer "$i"
@@ -132,7 +137,7 @@ done
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 "$PY" - "$RESULTS" "$THREADS" "$REPEATS" "$WARMUP" "$LOAD_BEFORE" "$LOAD_AFTER" "$HARNESS" "$REVISION" "$BUILT" "$SET" <<'EOF'
-import statistics, sys
+import os, statistics, sys
 path, threads, repeats, warmup, load0, load1, harness, revision, built, extra = sys.argv[1:11]
 rows = {}
 for line in open(path):
@@ -143,7 +148,8 @@ names = {"harness": "harness train (C++, LibTorch)", "peer": "nanogpt_peer.py (p
 med = {k: {m: statistics.median(v) for m, v in r.items()} for k, r in rows.items()}
 print(f"{harness} (tree {revision}, built {built}); bench/peer/bench.yaml"
       + (f" with {extra}" if extra.strip() else ""))
-print(f"threads {threads}, {repeats} run(s) each (interleaved), tokens/s over the steps after "
+print(f"threads {threads} (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}, OPENBLAS_CORETYPE="
+      f"{os.environ.get('OPENBLAS_CORETYPE', 'unset')}), {repeats} run(s) each (interleaved), tokens/s over the steps after "
       f"the first {warmup}; load average {load0} before, {load1} after")
 print(f"{'implementation':34} {'tokens/s (median)':>17} {'runs':>22} {'peak RSS MiB':>13} {'CPU s':>7}")
 for k in ("harness", "peer"):

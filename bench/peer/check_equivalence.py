@@ -145,8 +145,8 @@ def main():
         fct = peer.lr_factor(step, steps, c["schedule.cooldown_fraction"])
         for g, base in groups:
             g["lr"] = base * fct
-        muon.zero_grad(set_to_none=False)
-        adam.zero_grad(set_to_none=False)
+        muon.zero_grad(set_to_none=True)
+        adam.zero_grad(set_to_none=True)
         idx = order[step * B:(step + 1) * B]
         batch = torch.stack([stream[w * (L + 1):(w + 1) * (L + 1)] for w in idx])
         loss = model(batch[:, :L], batch[:, 1:])

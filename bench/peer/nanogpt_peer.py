@@ -406,8 +406,8 @@ def main():
         f = lr_factor(step, steps, c["schedule.cooldown_fraction"])
         for g, base in groups:
             g["lr"] = base * f
-        muon.zero_grad(set_to_none=False)
-        adam.zero_grad(set_to_none=False)
+        muon.zero_grad(set_to_none=True)
+        adam.zero_grad(set_to_none=True)
         batch = batches.next(B)                               # (B, L + 1)
         loss = model(batch[:, :L], batch[:, 1:])
         loss.backward()
