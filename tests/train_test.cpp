@@ -5,6 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -108,6 +111,32 @@ TEST(Train, InterruptedAndResumedEqualsUninterrupted) {
   // Resuming a finished run does nothing.
   EXPECT_EQ(run(c, dir, true).state, results::RunState::kDone);
   EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).train.step.size(), 12u);
+}
+
+TEST(Train, NonFiniteLossStopsTheRunAsFailedWithStepAndReason) {
+  // AdamW with lr 100 and weight decay 10 multiplies every weight by 1 − lr·wd = −999 per step:
+  // within ~10 steps the activations overflow float32 and the loss is not finite.
+  auto c = tiny_config(20);
+  for (const auto& [key, value] : {std::pair{"optim.name", "adamw"}, {"optim.weight_decay", "10"},
+                                   {"optim.lr_hidden", "100"}, {"optim.lr_embed", "100"},
+                                   {"optim.lr_head", "100"}})
+    harness::config::apply_override(c, key, YAML::Load(value), {"test", 0, 0});
+  harness::config::resolve_and_validate(c);
+  const auto dir = scratch("nan");
+  const auto outcome = run(c, dir);
+  EXPECT_EQ(outcome.state, results::RunState::kFailed);
+  EXPECT_GE(outcome.step, 1);
+  EXPECT_LT(outcome.step, 20);
+  EXPECT_NE(outcome.reason.find("non-finite"), std::string::npos) << outcome.reason;
+  EXPECT_NE(outcome.reason.find("step " + std::to_string(outcome.step + 1)), std::string::npos)
+      << outcome.reason;
+  const auto r = results::read_run_file((dir / "run.h5").string());
+  EXPECT_EQ(r.state, results::RunState::kFailed);
+  EXPECT_EQ(r.reason, outcome.reason);
+  EXPECT_EQ(r.status_step, outcome.step);
+  // The steps before the failure are kept; the failed step is not recorded as a finite row.
+  EXPECT_EQ(r.train.step.size(), size_t(outcome.step));
+  for (const double loss : r.train.loss) EXPECT_TRUE(std::isfinite(loss));
 }
 
 TEST(Train, ExistingRunIsNotOverwrittenSilently) {
