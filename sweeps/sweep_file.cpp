@@ -22,15 +22,10 @@ using config::Location;
 namespace {
 
 [[noreturn]] void fail(const Location& at, const std::string& key, const std::string& what) {
-  throw InputError(fmt::format("{}: {}: {}", at.str(), key, what));
+  config::fail_at(at, key, what);  // the config schema's error form
 }
 
-std::string describe(const YAML::Node& node) {
-  if (!node.IsDefined() || node.IsNull()) return "nothing";
-  if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
-  if (node.IsSequence()) return "a list";
-  return "a mapping";
-}
+using config::describe;
 
 // A value as the user wrote it, on one line.
 std::string node_text(const YAML::Node& node) {
@@ -43,25 +38,7 @@ std::string node_text(const YAML::Node& node) {
   return out.c_str();
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
-bool is_config_section(const std::string& path) {
-  for (const auto& k : config::schema())
-    if (k.path.size() > path.size() && k.path.compare(0, path.size(), path) == 0 &&
-        k.path[path.size()] == '.')
-      return true;
-  return false;
-}
 
 AxisValue axis_value(const std::string& source, const YAML::Node& node) {
   return {node, Location::of(source, node), node_text(node)};
@@ -88,7 +65,7 @@ void flatten(const YAML::Node& map, const std::string& prefix, const std::string
     if (config::find_key(path)) {
       out.emplace_back(path, kv.second);
       key_locations.push_back(at);
-    } else if (is_config_section(path)) {
+    } else if (config::is_section(path)) {
       if (!kv.second.IsMap())
         fail(at, path, fmt::format("is a section of keys, not a key; write its keys as "
                                    "{}.<key> or as a nested mapping", path));
@@ -220,9 +197,9 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
       std::string best;
       size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
       for (const auto& k : known)
-        if (const size_t d = edit_distance(key, k); d < best_d) best = k, best_d = d;
+        if (const size_t d = config::edit_distance(key, k); d < best_d) best = k, best_d = d;
       if (!best.empty()) msg += fmt::format(" — did you mean '{}'?", best);
-      if (config::find_key(key) || is_config_section(key))
+      if (config::find_key(key) || config::is_section(key))
         msg += " Config keys go under 'base:' (fixed for every run) or 'grid:' / 'zip:' (varied)";
       msg += fmt::format("; valid keys of a sweep: {}", fmt::join(known, ", "));
       throw InputError(msg);

@@ -17,9 +17,7 @@
 
 namespace harness::config {
 
-namespace {
-
-[[noreturn]] void fail(const Location& at, const std::string& key, const std::string& what) {
+void fail_at(const Location& at, const std::string& key, const std::string& what) {
   throw InputError(fmt::format("{}: {}: {}", at.str(), key, what));
 }
 
@@ -28,6 +26,32 @@ std::string describe(const YAML::Node& node) {
   if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
   if (node.IsSequence()) return "a list";
   return "a mapping";
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+bool is_section(const std::string& prefix) {
+  for (const auto& k : schema())
+    if (k.path.size() > prefix.size() && k.path.compare(0, prefix.size(), prefix) == 0 &&
+        k.path[prefix.size()] == '.')
+      return true;
+  return false;
+}
+
+namespace {
+
+[[noreturn]] void fail(const Location& at, const std::string& key, const std::string& what) {
+  fail_at(at, key, what);
 }
 
 std::string format_double(double v) { return fmt::format("{}", v); }
@@ -355,17 +379,6 @@ std::vector<KeySpec> build_schema() {
   return s;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 std::string last_component(const std::string& path) {
   const auto dot = path.rfind('.');
@@ -396,13 +409,6 @@ std::string last_component(const std::string& path) {
   throw InputError(msg);
 }
 
-bool is_section(const std::string& prefix) {
-  for (const auto& k : schema())
-    if (k.path.size() > prefix.size() && k.path.compare(0, prefix.size(), prefix) == 0 &&
-        k.path[prefix.size()] == '.')
-      return true;
-  return false;
-}
 
 void apply_mapping(LoadedConfig& loaded, const YAML::Node& map, const std::string& prefix,
                    const std::string& source) {

@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <string>
@@ -32,9 +33,18 @@ struct KeySpec {
   std::function<std::string(const RunConfig&)> get;  // canonical text of the resolved value
 };
 
+// Throws InputError "file:line:column: key: what", the form of every config error.
+[[noreturn]] void fail_at(const Location& at, const std::string& key, const std::string& what);
+// How a YAML value reads in an error message: 'text', a list, a mapping, or nothing.
+std::string describe(const YAML::Node& node);
+
 const std::vector<KeySpec>& schema();
 const KeySpec* find_key(const std::string& path);
 
+// Whether `prefix` names a section of keys ("attention" for attention.tau, ...).
+bool is_section(const std::string& prefix);
+// Levenshtein distance, for "did you mean" suggestions.
+size_t edit_distance(const std::string& a, const std::string& b);
 // Closest valid key paths to `path` (edit distance), best first; empty when nothing is close.
 std::vector<std::string> did_you_mean(const std::string& path);
 
