@@ -10,6 +10,7 @@
 
 #include "harness/data/corpus.h"
 #include "harness/util/errors.h"
+#include "tests/test_support.h"
 
 namespace fs = std::filesystem;
 using namespace harness::data;
@@ -17,20 +18,7 @@ using namespace std::string_literals;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           ("harness_data_corpus_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using test_support::TempDir;
 
 void write_file(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);

@@ -11,26 +11,14 @@
 #include "harness/data/dataset.h"
 #include "harness/data/token_shard.h"
 #include "harness/util/errors.h"
+#include "tests/test_support.h"
 
 namespace fs = std::filesystem;
 using namespace harness::data;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           ("harness_data_dataset_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using test_support::TempDir;
 
 std::string error_of(const DataOptions& options) {
   try {

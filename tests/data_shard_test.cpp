@@ -10,26 +10,14 @@
 
 #include "harness/data/token_shard.h"
 #include "harness/util/errors.h"
+#include "tests/test_support.h"
 
 namespace fs = std::filesystem;
 using namespace harness::data;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path = fs::temp_directory_path() /
-           ("harness_data_shard_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using test_support::TempDir;
 
 std::vector<uint16_t> sample_tokens(size_t n) {
   std::mt19937_64 engine(42);

@@ -12,27 +12,14 @@
 #include "harness/data/sentencepiece_library.h"
 #include "harness/data/tokenizer.h"
 #include "harness/util/errors.h"
+#include "tests/test_support.h"
 
 namespace fs = std::filesystem;
 using namespace harness::data;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    static int counter = 0;
-    path = fs::temp_directory_path() / ("harness_data_tokenizer_" + std::string(info->name()) + "_" +
-                                        std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using test_support::TempDir;
 
 std::string read_all(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
