@@ -95,7 +95,8 @@ RotaryTables rotary_tables(const Method& method, int64_t T, const torch::TensorO
 // Composed from ATen ops: the reference kernel's (and the tests') form.
 torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryTables& tables);
 // The same rotation in one pass forward and one backward (rotary_fused.cpp) for CPU float32 /
-// float64; contiguous out. Other devices and dtypes take apply_rotary.
+// float64; contiguous out (its backward is not itself differentiable). Other devices and dtypes
+// take apply_rotary.
 torch::Tensor apply_rotary_fused(const torch::Tensor& x, const RotaryTables& tables);
 
 // The score-mod every kernel consumes at context T (head_scale / alibi_slope pointers left null:

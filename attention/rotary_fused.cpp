@@ -71,10 +71,13 @@ struct RotaryFunction : public torch::autograd::Function<RotaryFunction> {
 
 Tensor apply_rotary_fused(const Tensor& x, const RotaryTables& tables) {
   if (!tables.defined()) return x;
-  const bool fusable = x.device().is_cpu() && x.dim() >= 2 && x.numel() > 0 &&
+  const bool fusable = x.device().is_cpu() && x.layout() == at::kStrided && x.dim() >= 2 &&
+                       x.numel() > 0 &&
                        (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
-                       x.size(-1) % 2 == 0 && tables.cos.dim() == 2 &&
-                       tables.cos.size(0) == x.size(-2) && tables.cos.size(1) == x.size(-1) / 2;
+                       x.size(-1) % 2 == 0 && tables.cos.device().is_cpu() &&
+                       tables.cos.dim() == 2 && tables.cos.size(0) == x.size(-2) &&
+                       tables.cos.size(1) == x.size(-1) / 2 &&
+                       tables.sin.sizes() == tables.cos.sizes();
   if (!fusable) return apply_rotary(x, tables);
   const auto as_x = [&](const Tensor& t) { return t.to(x.scalar_type()).contiguous(); };
   return RotaryFunction::apply(x, as_x(tables.cos), as_x(tables.sin));

@@ -18,6 +18,8 @@
 #include <cstdlib>
 #include <exception>
 #include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 

@@ -20,7 +20,9 @@ bool starts_with(const std::string& s, const std::string& prefix) {
 }
 
 // Drops the gradients (PyTorch's zero_grad(set_to_none=True)): the next backward hands its
-// buffers over instead of adding into zeros, two passes fewer per parameter, same values.
+// buffers over instead of adding into zeros, two passes fewer per parameter, same values. A
+// parameter that gets no gradient in a step is then skipped by the optimisers (no momentum or
+// decay update), as in PyTorch; every GPT parameter gets one every step.
 void zero_grads(const std::vector<torch::Tensor>& params) {
   for (auto p : params) p.mutable_grad() = torch::Tensor();
 }

@@ -4,7 +4,8 @@
 // composed from ATen ops, RMSNorm costs five passes forward (pow, mean, add, rsqrt, mul) and more
 // backward, ReLU² two and four. These fused versions (CPU, float32 / float64) give the same
 // values (float64 tests against the composed forms) with one pass each way. Other devices and
-// dtypes (CUDA, bfloat16) take the composed forms, which autograd differentiates.
+// dtypes (CUDA, bfloat16) take the composed forms, which autograd differentiates. The fused
+// backwards are not themselves differentiable (no double backward; nothing here needs it).
 #pragma once
 
 #include <torch/types.h>

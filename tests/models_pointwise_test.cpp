@@ -100,6 +100,18 @@ TEST(Pointwise, ReluSquaredValuesAndNaN) {
   EXPECT_TRUE(std::isnan(y[5].item<double>()));  // a NaN must reach the loss, not vanish
 }
 
+TEST(Pointwise, ReluSquaredGradientIsZeroWhereInputIsNotPositiveEvenForInfiniteGradients) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const bool fused : {true, false}) {
+    auto x = torch::tensor({-1.0, 0.0, 2.0}, torch::kFloat64).set_requires_grad(true);
+    const auto y = fused ? models::relu_squared(x) : models::relu_squared_composed(x);
+    y.backward(torch::tensor({inf, inf, 1.0}, torch::kFloat64));
+    EXPECT_EQ(x.grad()[0].item<double>(), 0.0) << fused;
+    EXPECT_EQ(x.grad()[1].item<double>(), 0.0) << fused;
+    EXPECT_EQ(x.grad()[2].item<double>(), 4.0) << fused;
+  }
+}
+
 TEST(Pointwise, OtherDtypesFallBackToComposed) {
   const auto x = torch::randn({4, 16}).to(torch::kBFloat16);
   EXPECT_TRUE(torch::equal(models::rms_norm(x), models::rms_norm_composed(x)));

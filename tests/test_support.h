@@ -17,8 +17,10 @@ struct TempDir {
   TempDir() {
     static int counter = 0;
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    const std::string test =
+    std::string test =
         info ? std::string(info->test_suite_name()) + "_" + info->name() : std::string("none");
+    for (char& c : test)
+      if (c == '/') c = '_';  // parameterised tests are named Suite/Test/0
     path = std::filesystem::temp_directory_path() /
            ("harness_test_" + test + "_" + std::to_string(::getpid()) + "_" +
             std::to_string(counter++));
