@@ -18,8 +18,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <thread>
 
+#include "harness/config/engine_options.h"
+#include "harness/data/dataset.h"
 #include "harness/train/trainer.h"
 #include "harness/util/errors.h"
 #include "harness/util/interrupt.h"
@@ -97,6 +100,24 @@ struct Worker {
   Clock::time_point started;
 };
 
+// A missing corpus is found here, once, before any worker starts (otherwise every worker fails
+// with the same message). Only the cheap check: the data layer validates the rest in each run.
+void check_corpora(const Sweep& sweep, const std::vector<RunStatus>& statuses) {
+  std::set<std::string> checked;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    if (statuses[i].state == RunState::kDone) continue;
+    const auto& loaded = sweep.runs[i].loaded;
+    const auto data = config::data_options(loaded.config);
+    if (!checked.insert(data::resolve_corpus_path(data).string()).second) continue;
+    try {
+      data::check_corpus_directory(data);
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("{} (run #{} {}): {}", loaded.location_of("data.corpus").str(), i,
+                                   sweep.runs[i].id, e.what()));
+    }
+  }
+}
+
 }  // namespace
 
 int available_cores() {
@@ -156,10 +177,11 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
   const int jobs = std::max(1, options.jobs);
   const int threads = options.threads_per_job > 0 ? options.threads_per_job
                                                   : std::max(1, available_cores() / jobs);
+  const auto statuses = inspect_runs(sweep);
+  check_corpora(sweep, statuses);
   write_sweep_record(sweep);
 
   // What to do with each run.
-  const auto statuses = inspect_runs(sweep);
   std::deque<size_t> queue;
   std::vector<size_t> done_before, elsewhere, failed_skipped;
   for (size_t i = 0; i < sweep.runs.size(); ++i) {

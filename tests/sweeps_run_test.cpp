@@ -149,6 +149,22 @@ TEST(SweepCommand, BadSweepExitsTwoAndWritesNothing) {
   fs::remove_all(dir);
 }
 
+TEST(SweepCommand, MissingCorpusIsReportedOnceBeforeAnyWorkerStarts) {
+  const fs::path dir = fresh_dir("nocorpus");
+  std::ofstream(dir / "nocorpus.yaml") << "name: nocorpus\nbase:\n  data: {corpus: " << (dir / "missing").string()
+                                       << "}\n  run: {out_dir: " << (dir / "results").string()
+                                       << "}\nseeds: [1, 2, 3]\n";
+  const fs::path log = dir / "run.log";
+  EXPECT_EQ(run(dir, {"sweep", "run", "nocorpus.yaml", "--no-live"}, log), 2);
+  const std::string out = read_file(log);
+  EXPECT_EQ(count(out, "does not exist"), 1u) << out;  // once, not once per run
+  EXPECT_NE(out.find("nocorpus.yaml:3:"), std::string::npos) << out;  // where data.corpus is set
+  EXPECT_NE(out.find((dir / "missing").string()), std::string::npos) << out;
+  EXPECT_EQ(count(out, "started"), 0u) << out;
+  EXPECT_FALSE(fs::exists(dir / "results"));
+  fs::remove_all(dir);
+}
+
 TEST(SweepCommand, KilledWorkerAndStoppedRunnerResumeWithoutDuplicatedSteps) {
   const fs::path dir = fresh_dir("resume");
   const int steps = 120;

@@ -45,17 +45,20 @@ fs::path resolve_corpus_path(const DataOptions& options) {
   return fs::path(options.corpus);
 }
 
+void check_corpus_directory(const DataOptions& options) {
+  const fs::path path = resolve_corpus_path(options);
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return;
+  if (options.corpus == "sotu") throw InputError(default_corpus_hint(path));
+  if (fs::exists(path, ec))
+    throw InputError("data.corpus: " + path.string() + " is not a directory (" + kExpectedCorpus + ")");
+  throw InputError("data.corpus: " + path.string() + " does not exist (" + kExpectedCorpus + ")");
+}
+
 Dataset::Dataset(const DataOptions& options) {
+  check_corpus_directory(options);
   corpus_path_ = resolve_corpus_path(options);
   const bool is_default = options.corpus == "sotu";
-  std::error_code ec;
-  if (!fs::is_directory(corpus_path_, ec)) {
-    if (is_default) throw InputError(default_corpus_hint(corpus_path_));
-    if (fs::exists(corpus_path_, ec)) {
-      throw InputError("data.corpus: " + corpus_path_.string() + " is not a directory (" + kExpectedCorpus + ")");
-    }
-    throw InputError("data.corpus: " + corpus_path_.string() + " does not exist (" + kExpectedCorpus + ")");
-  }
   const ShardFiles shards = find_token_shards(corpus_path_);
   if (!shards.train.empty() || !shards.validation.empty()) {
     load_shards(options);

@@ -85,5 +85,9 @@ class Dataset {
 
 // Resolves DataOptions::corpus to a directory path ("sotu" → <data_dir>/sotu); no checks.
 std::filesystem::path resolve_corpus_path(const DataOptions& options);
+// The cheap first check of Dataset's constructor, for callers that want to fail before starting
+// work (a sweep, before its workers): throws the same InputError when the corpus directory is
+// missing or not a directory (for the default corpus: how to install it).
+void check_corpus_directory(const DataOptions& options);
 
 }  // namespace harness::data
