@@ -1,5 +1,6 @@
 // nanoGPT / modded-nanogpt .bin token shards: round trip and clear errors.
 #include <gtest/gtest.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "harness/data/token_shard.h"
+#include "harness/data/windows.h"
 #include "harness/util/errors.h"
 #include "tests/test_support.h"
 
@@ -135,4 +137,47 @@ TEST(DataShard, FindsTrainAndValidationShardsSorted) {
   ASSERT_EQ(files.validation.size(), 1u);
   EXPECT_EQ(files.validation[0].filename(), "fineweb_val_000000.bin");
   EXPECT_TRUE(find_token_shards(dir.path / "missing").train.empty());
+}
+
+TEST(DataShard, MappedShardsAreOneStreamAcrossFileBoundaries) {
+  TempDir dir;
+  // Three shards, the middle one empty: ranges that span boundaries must stitch correctly.
+  const std::vector<std::vector<uint16_t>> parts = {sample_tokens(1000), {}, sample_tokens(777)};
+  std::vector<fs::path> files;
+  std::vector<int64_t> all;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    files.push_back(dir.path / ("x_train_00000" + std::to_string(i) + ".bin"));
+    write_token_shard(files.back(), parts[i]);
+    all.insert(all.end(), parts[i].begin(), parts[i].end());
+  }
+  const MappedTokenShards mapped(files);
+  ASSERT_EQ(mapped.size(), int64_t(all.size()));
+  ASSERT_EQ(mapped.shards().size(), 3u);
+  EXPECT_EQ(mapped.shards()[2].start, 1000);
+  for (const auto& [start, n] : std::vector<std::pair<int64_t, int64_t>>{
+           {0, 1}, {990, 20}, {999, 2}, {1000, 777}, {0, int64_t(all.size())}, {1776, 1}}) {
+    std::vector<int64_t> got(size_t(n), -1);
+    mapped.copy(start, n, got.data());
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), all.begin() + start)) << start << "+" << n;
+  }
+  // The training stream over the mapping serves the same tokens as over a vector.
+  auto shared = std::make_shared<const MappedTokenShards>(files);
+  TrainStream a(std::shared_ptr<const TokenSource>(shared), 16, 5);
+  TrainStream b(std::make_shared<const std::vector<int32_t>>(all.begin(), all.end()), 16, 5);
+  EXPECT_TRUE(torch::equal(a.stream(), b.stream()));
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(torch::equal(a.next_batch(7), b.next_batch(7)));
+}
+
+TEST(DataShard, MappedShardsCheckHeadersLikeTheReader) {
+  TempDir dir;
+  const auto good = dir.path / "a_train_000000.bin", bad = dir.path / "a_train_000001.bin";
+  write_token_shard(good, sample_tokens(50));
+  write_token_shard(bad, sample_tokens(50));
+  overwrite_int32(bad, 0, 12345);
+  try {
+    MappedTokenShards mapped({good, bad});
+    ADD_FAILURE() << "no InputError for a bad magic number";
+  } catch (const harness::InputError& e) {
+    EXPECT_EQ(std::string(e.what()), error_of(bad));  // the same message as read_token_shard
+  }
 }

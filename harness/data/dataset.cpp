@@ -23,11 +23,11 @@ std::string default_corpus_hint(const fs::path& path) {
          ": run scripts/fetch-corpus.sh or make quickstart, or set data.corpus to a directory of .txt files";
 }
 
-void check_token_range(const std::vector<uint16_t>& tokens, size_t from, const fs::path& file, int64_t vocab) {
-  for (size_t i = from; i < tokens.size(); ++i) {
+void check_token_range(const uint16_t* tokens, int64_t count, const fs::path& file, int64_t vocab) {
+  for (int64_t i = 0; i < count; ++i) {
     if (tokens[i] >= vocab) {
       throw InputError("token shard " + file.string() + ": token " + std::to_string(tokens[i]) + " at index " +
-                       std::to_string(i - from) + " is not a GPT-2 id (expected < " + std::to_string(vocab) + ")");
+                       std::to_string(i) + " is not a GPT-2 id (expected < " + std::to_string(vocab) + ")");
     }
   }
 }
@@ -122,26 +122,19 @@ void Dataset::load_shards(const DataOptions& options) {
   const int64_t vocab = tokenizer_->vocab_size();
   const auto separator = static_cast<uint16_t>(tokenizer_->separator_id());
 
-  auto train = std::make_shared<std::vector<uint16_t>>();
-  std::error_code ec;
-  uintmax_t reserve = 0;
-  for (const auto& file : files.train) reserve += fs::file_size(file, ec) / 2;
-  if (!ec) train->reserve(static_cast<size_t>(reserve));
-  for (const auto& file : files.train) {
-    const std::vector<uint16_t> tokens = read_token_shard(file);
-    const size_t from = train->size();
-    train->insert(train->end(), tokens.begin(), tokens.end());
-    check_token_range(*train, from, file, vocab);
+  // Training shards are mapped, not read (token_shard.h); one pass checks the ids and counts the
+  // documents, reading each page once.
+  auto train = std::make_shared<const MappedTokenShards>(files.train);
+  for (const auto& shard : train->shards()) {
+    check_token_range(shard.tokens, shard.count, shard.path, vocab);
+    stats_.train_documents += std::count(shard.tokens, shard.tokens + shard.count, separator);
   }
-  for (uint16_t t : *train) {
-    if (t == separator) ++stats_.train_documents;
-  }
-  stats_.train_tokens = static_cast<int64_t>(train->size()) - stats_.train_documents;
-  train_stream_narrow_ = std::move(train);
+  stats_.train_tokens = train->size() - stats_.train_documents;
+  train_shards_ = std::move(train);
 
   for (const auto& file : files.validation) {
     const std::vector<uint16_t> tokens = read_token_shard(file);
-    check_token_range(tokens, 0, file, vocab);
+    check_token_range(tokens.data(), static_cast<int64_t>(tokens.size()), file, vocab);
     int64_t index = 0;
     size_t start = 0;
     while (start <= tokens.size()) {
@@ -180,7 +173,7 @@ std::string Dataset::describe() const {
 }
 
 TrainStream Dataset::train_stream(int64_t context, uint64_t seed) const {
-  if (train_stream_narrow_) return TrainStream(train_stream_narrow_, context, seed);
+  if (train_shards_) return TrainStream(std::shared_ptr<const TokenSource>(train_shards_), context, seed);
   return TrainStream(train_stream_wide_, context, seed);
 }
 

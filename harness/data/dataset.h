@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/data/corpus.h"
+#include "harness/data/token_shard.h"
 #include "harness/data/tokenizer.h"
 #include "harness/data/windows.h"
 
@@ -79,7 +80,7 @@ class Dataset {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<TokenizedDocument> train_, validation_;
   std::shared_ptr<const std::vector<int32_t>> train_stream_wide_;    // text corpora
-  std::shared_ptr<const std::vector<uint16_t>> train_stream_narrow_;  // shard corpora
+  std::shared_ptr<const MappedTokenShards> train_shards_;           // shard corpora
   DatasetStats stats_;
 };
 

@@ -1,9 +1,15 @@
 #include "harness/data/token_shard.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -33,10 +39,10 @@ std::string shard_error(const fs::path& path, const std::string& what) {
   return "token shard " + path.string() + ": " + what;
 }
 
-}  // namespace
-
-std::vector<uint16_t> read_token_shard(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
+// Opens `path`, checks its header and size; returns the token count, `in` positioned after the
+// header.
+int64_t open_token_shard(const fs::path& path, std::ifstream& in) {
+  in.open(path, std::ios::binary);
   if (!in) throw InputError(shard_error(path, "cannot open the file"));
   std::error_code ec;
   const auto file_size = static_cast<int64_t>(fs::file_size(path, ec));
@@ -75,6 +81,14 @@ std::vector<uint16_t> read_token_shard(const fs::path& path) {
                   " bytes, found " + std::to_string(file_size) + " bytes (" + std::to_string(found_tokens) +
                   " tokens)"));
   }
+  return count;
+}
+
+}  // namespace
+
+std::vector<uint16_t> read_token_shard(const fs::path& path) {
+  std::ifstream in;
+  const int64_t count = open_token_shard(path, in);
   std::vector<unsigned char> raw(static_cast<size_t>(count) * 2);
   if (count > 0 && !in.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()))) {
     throw InputError(shard_error(path, "read error after the header (expected " + std::to_string(count) +
@@ -85,6 +99,59 @@ std::vector<uint16_t> read_token_shard(const fs::path& path) {
     tokens[i] = static_cast<uint16_t>(raw[2 * i] | raw[2 * i + 1] << 8);
   }
   return tokens;
+}
+
+// The mapped tokens are used in the host's byte order; the format is little-endian.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "MappedTokenShards reads uint16 tokens in place: little-endian hosts only");
+
+MappedTokenShards::MappedTokenShards(const std::vector<fs::path>& files) {
+  try {
+    for (const auto& path : files) {
+      int64_t count = 0;
+      {
+        std::ifstream in;
+        count = open_token_shard(path, in);  // header and size checks, as read_token_shard
+      }
+      Shard shard{path, nullptr, count, total_};
+      if (count > 0) {
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) throw InputError(shard_error(path, "cannot open the file"));
+        const size_t bytes = static_cast<size_t>(kHeaderBytes + 2 * count);
+        void* base = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+        ::close(fd);  // the mapping keeps the file
+        if (base == MAP_FAILED)
+          throw InputError(shard_error(path, std::string("cannot map the file: ") + std::strerror(errno)));
+        mappings_.push_back({base, bytes});
+        shard.tokens = reinterpret_cast<const uint16_t*>(static_cast<const char*>(base) + kHeaderBytes);
+      }
+      total_ += count;
+      shards_.push_back(std::move(shard));
+    }
+  } catch (...) {
+    for (const auto& m : mappings_) ::munmap(m.base, m.bytes);
+    throw;
+  }
+}
+
+MappedTokenShards::~MappedTokenShards() {
+  for (const auto& m : mappings_) ::munmap(m.base, m.bytes);
+}
+
+void MappedTokenShards::copy(int64_t start, int64_t n, int64_t* out) const {
+  // The shard holding `start`: the last one starting at or before it (empty shards skipped).
+  auto it = std::upper_bound(shards_.begin(), shards_.end(), start,
+                             [](int64_t s, const Shard& shard) { return s < shard.start; });
+  size_t i = static_cast<size_t>(it - shards_.begin()) - 1;
+  while (n > 0) {
+    const Shard& shard = shards_[i++];
+    const int64_t from = start - shard.start;
+    const int64_t take = std::min(n, shard.count - from);
+    for (int64_t k = 0; k < take; ++k) out[k] = shard.tokens[from + k];
+    out += take;
+    start += take;
+    n -= take;
+  }
 }
 
 void write_token_shard(const fs::path& path, const std::vector<uint16_t>& tokens) {

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "harness/data/token_source.h"
+
 namespace harness::data {
 
 constexpr int32_t kShardMagic = 20240520;
@@ -28,6 +30,38 @@ std::vector<uint16_t> read_token_shard(const std::filesystem::path& path);
 // Writes `tokens` as a version-1 shard (overwrites `path`). Throws harness::InputError naming the
 // file when it cannot be written or when there are more than INT32_MAX tokens.
 void write_token_shard(const std::filesystem::path& path, const std::vector<uint16_t>& tokens);
+
+// Shards memory-mapped read-only, as one token stream (shard i's tokens after shard i−1's).
+// Nothing is read into memory: the kernel pages tokens in as windows are drawn and shares the
+// pages between processes (the jobs of a sweep), so FineWeb-scale corpora cost no RAM per run.
+// Each file's header is checked as read_token_shard does (same errors).
+class MappedTokenShards final : public TokenSource {
+ public:
+  explicit MappedTokenShards(const std::vector<std::filesystem::path>& files);
+  ~MappedTokenShards() override;
+  MappedTokenShards(const MappedTokenShards&) = delete;
+  MappedTokenShards& operator=(const MappedTokenShards&) = delete;
+
+  int64_t size() const override { return total_; }
+  void copy(int64_t start, int64_t n, int64_t* out) const override;  // may span shards
+
+  struct Shard {
+    std::filesystem::path path;
+    const uint16_t* tokens = nullptr;  // little-endian on disk (the host's order on x86/ARM)
+    int64_t count = 0;
+    int64_t start = 0;  // offset of its first token in the stream
+  };
+  const std::vector<Shard>& shards() const { return shards_; }
+
+ private:
+  struct Mapping {
+    void* base = nullptr;
+    size_t bytes = 0;
+  };
+  std::vector<Shard> shards_;
+  std::vector<Mapping> mappings_;
+  int64_t total_ = 0;
+};
 
 struct ShardFiles {
   std::vector<std::filesystem::path> train;       // *train*.bin, sorted by file name

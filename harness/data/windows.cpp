@@ -67,17 +67,20 @@ TrainStream::TrainStream(const std::vector<TokenizedDocument>& documents, int32_
                   seed) {}
 
 TrainStream::TrainStream(std::shared_ptr<const std::vector<int32_t>> stream, int64_t context, uint64_t seed)
-    : wide_(std::move(stream)), context_(context), seed_(seed) {
-  init();
-}
+    : TrainStream(stream ? std::make_shared<const VectorTokenSource<int32_t>>(std::move(stream)) : nullptr,
+                  context, seed) {}
 
 TrainStream::TrainStream(std::shared_ptr<const std::vector<uint16_t>> stream, int64_t context, uint64_t seed)
-    : narrow_(std::move(stream)), context_(context), seed_(seed) {
+    : TrainStream(stream ? std::make_shared<const VectorTokenSource<uint16_t>>(std::move(stream)) : nullptr,
+                  context, seed) {}
+
+TrainStream::TrainStream(std::shared_ptr<const TokenSource> stream, int64_t context, uint64_t seed)
+    : source_(std::move(stream)), context_(context), seed_(seed) {
   init();
 }
 
 void TrainStream::init() {
-  if (!wide_ && !narrow_) throw std::invalid_argument("TrainStream: null stream");
+  if (!source_) throw std::invalid_argument("TrainStream: null stream");
   if (context_ < 1) throw InputError("training context must be >= 1, got " + std::to_string(context_));
   num_windows_ = num_tokens() / (context_ + 1);
   if (num_windows_ < 1) {
@@ -89,13 +92,7 @@ void TrainStream::init() {
   order_ = epoch_order(0);
 }
 
-int64_t TrainStream::num_tokens() const {
-  return static_cast<int64_t>(wide_ ? wide_->size() : narrow_->size());
-}
-
-int32_t TrainStream::token(int64_t index) const {
-  return wide_ ? (*wide_)[static_cast<size_t>(index)] : (*narrow_)[static_cast<size_t>(index)];
-}
+int64_t TrainStream::num_tokens() const { return source_->size(); }
 
 std::vector<uint64_t> TrainStream::epoch_order(uint64_t epoch) const {
   std::vector<uint64_t> order(static_cast<size_t>(num_windows_));
@@ -117,12 +114,7 @@ torch::Tensor TrainStream::next_batch(int64_t batch_size) {
       order_ = epoch_order(cursor_.epoch);
     }
     const int64_t start = static_cast<int64_t>(order_[cursor_.position++]) * width;
-    int64_t* row = out + b * width;
-    if (wide_) {
-      std::copy(wide_->begin() + start, wide_->begin() + start + width, row);
-    } else {
-      std::copy(narrow_->begin() + start, narrow_->begin() + start + width, row);
-    }
+    source_->copy(start, width, out + b * width);
   }
   return batch;
 }
@@ -139,12 +131,7 @@ void TrainStream::seek(Cursor cursor) {
 
 torch::Tensor TrainStream::stream() const {
   auto out = torch::empty({num_tokens()}, torch::kInt64);  // (N,)
-  int64_t* p = out.data_ptr<int64_t>();
-  if (wide_) {
-    std::copy(wide_->begin(), wide_->end(), p);
-  } else {
-    std::copy(narrow_->begin(), narrow_->end(), p);
-  }
+  source_->copy(0, num_tokens(), out.data_ptr<int64_t>());
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/data/corpus.h"
+#include "harness/data/token_source.h"
 #include "harness/data/tokenizer.h"
 
 namespace harness::data {
@@ -39,8 +40,8 @@ void fisher_yates_shuffle(std::vector<uint64_t>& values, std::mt19937_64& engine
 // last L (shifted by one). The N mod (L + 1) tail tokens are never used. Every epoch visits every
 // window once, in the order of a permutation drawn from (seed, epoch) only — so any epoch's order
 // can be recomputed on seek — by Fisher–Yates with std::mt19937_64. Batches run across epoch
-// boundaries. The stream is shared (not copied) between copies of a TrainStream; shard corpora
-// keep it as uint16 (2 bytes per token), text corpora as int32.
+// boundaries. The stream is shared (not copied) between copies of a TrainStream: text corpora
+// keep it in memory as int32, shard corpora map their files (token_shard.h).
 class TrainStream {
  public:
   struct Cursor {
@@ -54,6 +55,7 @@ class TrainStream {
   TrainStream(const std::vector<TokenizedDocument>& documents, int32_t separator, int64_t context, uint64_t seed);
   TrainStream(std::shared_ptr<const std::vector<int32_t>> stream, int64_t context, uint64_t seed);
   TrainStream(std::shared_ptr<const std::vector<uint16_t>> stream, int64_t context, uint64_t seed);
+  TrainStream(std::shared_ptr<const TokenSource> stream, int64_t context, uint64_t seed);
 
   // (batch_size, context + 1) int64 on the CPU: row b is the next window of the epoch order.
   // Inputs are [:, :-1], targets [:, 1:]. Advances the cursor by batch_size windows.
@@ -76,10 +78,8 @@ class TrainStream {
 
  private:
   void init();
-  int32_t token(int64_t index) const;
 
-  std::shared_ptr<const std::vector<int32_t>> wide_;
-  std::shared_ptr<const std::vector<uint16_t>> narrow_;
+  std::shared_ptr<const TokenSource> source_;
   int64_t context_ = 0;
   uint64_t seed_ = 0;
   int64_t num_windows_ = 0;
