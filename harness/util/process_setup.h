@@ -3,7 +3,7 @@
 
 namespace harness {
 
-// OpenMP threads that spin while waiting make multi-threaded runs ~10x slower whenever the cores
+// OpenMP threads that spin while waiting make multi-threaded runs 6-8x slower whenever the cores
 // are shared (parallel sweep jobs, a busy laptop): 11.8 s vs 1.9 s for the same 3 steps at load
 // 10 on 2 cores. libgomp reads OMP_WAIT_POLICY when it loads, before main(), so this sets it to
 // PASSIVE and re-executes the program once (execv /proc/self/exe). A value the user set is left
