@@ -25,6 +25,7 @@
 
 #include "harness/cli/options.h"
 #include "harness/config/engine_options.h"
+#include "harness/data/token_shard.h"
 #include "harness/util/process_setup.h"
 #include "models/gpt.h"
 #include "models/optimizers.h"
@@ -138,7 +139,9 @@ int run(int argc, char** argv) {
   const auto& c = loaded.config;
   torch::set_num_threads(threads);
   torch::manual_seed(c.train.seed);
-  const int64_t vocab = c.data.tokenizer == "byte" ? 256 : c.data.vocab_size;
+  const int64_t vocab = c.data.tokenizer == "byte"           ? 256
+                        : c.data.tokenizer == "pretokenized" ? harness::data::kGpt2PaddedVocabSize
+                                                             : c.data.vocab_size;
   models::GPT model(harness::config::gpt_options(c, vocab));
   models::Optimizers optim(model, harness::config::optim_options(c));
   const auto schedule = harness::config::schedule_options(c);

@@ -206,6 +206,14 @@ TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& optio
   install_interrupt_handlers();
   const bool bar = options.progress_bar < 0 ? stderr_is_terminal() : options.progress_bar == 1;
   Progress progress(run_log, c.train.steps, c.run.log_every, bar);
+  // Ends the run before its last step: results (and, unless failed, a checkpoint) written.
+  const auto stop_as = [&](results::RunState state, const std::string& reason) {
+    progress.finish();
+    save(state, reason);
+    outcome.state = state;
+    outcome.reason = reason;
+    outcome.step = step;
+  };
   const auto schedule = config::schedule_options(c);
   const int64_t micro_batch = c.train.batch_size / c.train.grad_accum;
   model->train();
@@ -215,16 +223,12 @@ TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& optio
       const bool session_over =
           options.stop_after_steps > 0 && step - session_start >= options.stop_after_steps;
       if (interrupt_requested() || session_over) {
-        progress.finish();
         const std::string reason =
             session_over ? fmt::format("stopped after {} steps this session (--stop-after-steps)",
                                        options.stop_after_steps)
                          : fmt::format("signal {} at step {}", interrupt_signal(), step);
-        save(results::RunState::kInterrupted, reason);
+        stop_as(results::RunState::kInterrupted, reason);
         log->warn("interrupted ({}); checkpoint saved, continue with --resume", reason);
-        outcome.state = results::RunState::kInterrupted;
-        outcome.reason = reason;
-        outcome.step = step;
         return outcome;
       }
       const auto t0 = Clock::now();
@@ -242,15 +246,11 @@ TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& optio
       }
       const double grad_norm = models::clip_grad_norm(model, c.train.grad_clip);
       if (!std::isfinite(loss_sum) || !std::isfinite(grad_norm)) {
-        progress.finish();
         const std::string reason = fmt::format("non-finite {} at step {}",
                                                std::isfinite(loss_sum) ? "gradient norm" : "loss",
                                                step + 1);
-        save(results::RunState::kFailed, reason);
+        stop_as(results::RunState::kFailed, reason);
         log->error("run failed: {}", reason);
-        outcome.state = results::RunState::kFailed;
-        outcome.reason = reason;
-        outcome.step = step;
         return outcome;
       }
       optim.step();
