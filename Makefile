@@ -19,8 +19,8 @@ build:
 quickstart: deps build
 	$(BUILD)/harness sweep run sweeps/quickstart.yaml --jobs 2 --threads-per-job 1
 	@echo
-	$(BUILD)/harness sweep table sweeps/quickstart.yaml --csv results/quickstart/table.csv
-	@echo "results: results/quickstart/<run id>/run.h5 (h5dump -H, or h5py); table: results/quickstart/table.csv"
+	$(BUILD)/harness sweep table sweeps/quickstart.yaml --csv runs/quickstart/table.csv
+	@echo "results: runs/quickstart/<run id>/run.h5 (h5dump -H, or h5py); table: runs/quickstart/table.csv"
 
 test:
 	scripts/install-deps.sh --no-corpus

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/cli/options.h"
+#include "cli/options.h"
 #include "harness/config/engine_options.h"
 #include "harness/data/token_shard.h"
 #include "harness/util/process_setup.h"

@@ -14,11 +14,11 @@ function(harness_warnings target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
 endfunction()
 
-# A stage library: every .cpp below the folder except main.cpp, cuda/, cli/ and spm_module/, public include root = repository root.
+# A stage library: every .cpp below the folder except cuda/ and spm_module/ (built on their own);
+# public include root = repository root.
 function(harness_stage_library name dir)
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${dir}/*.cpp)
-  list(FILTER sources EXCLUDE REGEX "/(cuda|cli|spm_module)/")
-  list(FILTER sources EXCLUDE REGEX "/main\\.cpp$")
+  list(FILTER sources EXCLUDE REGEX "/(cuda|spm_module)/")
   add_library(${name} STATIC ${sources})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
   harness_use_torch_pch(${name})

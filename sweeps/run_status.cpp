@@ -6,7 +6,7 @@
 #include <fstream>
 #include <regex>
 
-#include "harness/train/trainer.h"
+#include "results/run_paths.h"
 #include "results/run_file.h"
 #include "sweeps/run_lock.h"
 
@@ -26,7 +26,7 @@ const char* to_string(RunState s) {
 }
 
 std::string latest_progress_line(const std::string& run_dir, int64_t* step) {
-  const train::RunPaths paths(run_dir);
+  const results::RunPaths paths(run_dir);
   std::ifstream in(paths.log, std::ios::binary);
   if (!in) return "";
   // The tail is enough: progress lines come every run.log_every steps.
@@ -50,7 +50,7 @@ RunStatus inspect_run(const PlannedRun& run, bool ignore_lock) {
   RunStatus status;
   status.total = run.loaded.config.train.steps;
   if (!ignore_lock) status.locked = run_lock_held(run.run_dir, &status.holder);
-  const train::RunPaths paths(run.run_dir);
+  const results::RunPaths paths(run.run_dir);
   if (fs::exists(paths.results)) {
     try {
       const results::RunRecord record = results::read_run_file(paths.results);

@@ -153,7 +153,7 @@ int run_one(const Sweep& sweep, size_t index, int threads, bool retry_failed) {
                clock_time(), what, status.reason);
     return kExitFailure;
   }
-  const bool resuming = fs::exists(train::RunPaths(run.run_dir).checkpoint);
+  const bool resuming = fs::exists(results::RunPaths(run.run_dir).checkpoint);
   config::LoadedConfig loaded = run.loaded;
   if (threads > 0) loaded.config.run.threads = threads;
   fmt::print(stderr, "[{}] {} {} in {} ({} thread{}, pid {})\n", clock_time(),

@@ -67,7 +67,7 @@ TEST(SweepFile, ExpandsGridZipSeedsAndExplicitRuns) {
   // The base file's values stay, the run dir is <out_dir>/<name>/<id>.
   EXPECT_EQ(sweep.runs[0].loaded.config.model.d_model, 32);
   EXPECT_EQ(sweep.runs[0].loaded.config.model.head_dim, 16);
-  EXPECT_EQ(sweep.runs[0].run_dir, "results/grid-fixture/" + sweep.runs[0].id);
+  EXPECT_EQ(sweep.runs[0].run_dir, "runs/grid-fixture/" + sweep.runs[0].id);
   EXPECT_EQ(sweep.varying_keys,
             (std::vector<std::string>{"attention.method", "attention.tau", "train.context",
                                       "train.batch_size", "train.seed"}));

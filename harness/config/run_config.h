@@ -91,7 +91,7 @@ struct RunConfig {
   } eval;
 
   struct Run {  // how to run; never changes results, so not part of the run id
-    std::string out_dir = "results";
+    std::string out_dir = "runs";
     int64_t threads = 0;            // 0: all cores
     int64_t log_every = 10;
     int64_t checkpoint_every = 100; // 0: only at the end

@@ -26,13 +26,6 @@ namespace fs = std::filesystem;
 
 namespace harness::train {
 
-RunPaths::RunPaths(const std::string& d)
-    : dir(d),
-      results((fs::path(d) / "run.h5").string()),
-      checkpoint((fs::path(d) / "checkpoint.pt").string()),
-      log((fs::path(d) / "train.log").string()),
-      config((fs::path(d) / "config.yaml").string()) {}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -104,7 +97,7 @@ void write_text(const std::string& path, const std::string& text) {
 
 TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& options) {
   const auto& c = loaded.config;
-  const RunPaths paths(options.run_dir.empty() ? (fs::path(c.run.out_dir) / c.name).string()
+  const results::RunPaths paths(options.run_dir.empty() ? (fs::path(c.run.out_dir) / c.name).string()
                                                : options.run_dir);
   const std::string hash = config::config_hash(c);
 

@@ -8,6 +8,7 @@
 
 #include "harness/config/schema.h"
 #include "results/run_file.h"
+#include "results/run_paths.h"
 
 namespace harness::train {
 
@@ -26,12 +27,6 @@ struct TrainOutcome {
   int64_t step = 0;
   std::string run_dir;
   std::map<int64_t, double> eval_loss;  // last validation loss by context
-};
-
-// Files of a run directory.
-struct RunPaths {
-  std::string dir, results, checkpoint, log, config;
-  explicit RunPaths(const std::string& dir);
 };
 
 // Throws harness::InputError on bad input, before anything is written.

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/cli/commands.h"
+#include "cli/commands.h"
 #include "harness/config/schema.h"
 
 namespace harness::cli {

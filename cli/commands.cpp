@@ -1,4 +1,4 @@
-#include "harness/cli/commands.h"
+#include "cli/commands.h"
 
 namespace harness::cli {
 

@@ -5,9 +5,9 @@
 #include <fstream>
 
 #include "analysis/loss_table.h"
-#include "harness/cli/commands.h"
-#include "harness/cli/options.h"
-#include "harness/train/trainer.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "results/run_paths.h"
 #include "harness/util/errors.h"
 #include "sweeps/plan.h"
 #include "sweeps/runner.h"
@@ -111,7 +111,7 @@ int table(const Args& args) {
     analysis::LossTableInput in;
     in.run_id = sweep.runs[i].id;
     for (const auto& key : sweep.varying_keys) in.labels.push_back(sweep.value_text(i, key));
-    in.run_file = train::RunPaths(sweep.runs[i].run_dir).results;
+    in.run_file = results::RunPaths(sweep.runs[i].run_dir).results;
     inputs.push_back(std::move(in));
   }
   auto loss_table = analysis::build_loss_table(sweep.varying_keys, inputs);

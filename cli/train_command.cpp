@@ -1,7 +1,7 @@
 #include <fmt/format.h>
 
-#include "harness/cli/commands.h"
-#include "harness/cli/options.h"
+#include "cli/commands.h"
+#include "cli/options.h"
 #include "harness/train/trainer.h"
 #include "harness/util/errors.h"
 

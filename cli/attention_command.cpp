@@ -3,8 +3,8 @@
 #include <sstream>
 
 #include "attention/inspect.h"
-#include "harness/cli/commands.h"
-#include "harness/cli/options.h"
+#include "cli/commands.h"
+#include "cli/options.h"
 #include "harness/config/engine_options.h"
 #include "harness/util/errors.h"
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <exception>
 
-#include "harness/cli/commands.h"
+#include "cli/commands.h"
 #include "harness/util/process_setup.h"
 #include "harness/util/errors.h"
 

@@ -1,4 +1,4 @@
-#include "harness/cli/options.h"
+#include "cli/options.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
