@@ -24,6 +24,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-program-options-dev
   libhdf5-dev hdf5-tools python3-h5py         # results files, h5dump, and h5py for readers/tests
   libsentencepiece-dev                        # BPE tokenizer
+  gnuplot-nox                                 # figures (harness export curves)
   libgtest-dev libbenchmark-dev
   slurm-wlm munge                             # the Slurm integration test runs a one-node cluster
 )

@@ -1,0 +1,69 @@
+// Figures: CSV beside every figure, gnuplot renders SVG/PNG, and without gnuplot the CSV and the
+// script are still written with a notice.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "analysis/plot.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+analysis::Csv sample_csv() {
+  analysis::Csv csv;
+  csv.text_header = {"method"};
+  csv.header = {"x", "y"};
+  for (int i = 1; i <= 5; ++i) {
+    csv.text_rows.push_back({i % 2 ? "a,b" : "plain"});
+    csv.rows.push_back({double(i), i == 3 ? std::numeric_limits<double>::quiet_NaN() : i * 0.5});
+  }
+  return csv;
+}
+
+}  // namespace
+
+TEST(Plot, CsvHasHeaderQuotedTextAndEmptyFieldsForNaN) {
+  test_support::TempDir dir;
+  analysis::write_csv((dir.path / "f.csv").string(), sample_csv());
+  const std::string text = read(dir.path / "f.csv");
+  EXPECT_EQ(text,
+            "method,x,y\n\"a,b\",1,0.5\nplain,2,1\n\"a,b\",3,\nplain,4,2\n\"a,b\",5,2.5\n");
+}
+
+TEST(Plot, GnuplotRendersNonEmptySvgAndPng) {
+  if (!analysis::gnuplot_available()) GTEST_SKIP() << "gnuplot is not installed";
+  test_support::TempDir dir;
+  analysis::write_csv((dir.path / "f.csv").string(), sample_csv());
+  const auto r = analysis::render_gnuplot(
+      dir.path.string(), "f",
+      "set xlabel 'x (tokens)'\nset ylabel 'y (nats)'\nplot 'f.csv' using 2:3 with linespoints title 'y'");
+  ASSERT_EQ(r.notice, "");
+  ASSERT_EQ(r.images.size(), 2u);
+  for (const auto& image : r.images) EXPECT_GT(fs::file_size(image), 1000u) << image;
+  EXPECT_NE(read(r.images[0]).find("<svg"), std::string::npos);
+}
+
+TEST(Plot, WithoutGnuplotTheScriptIsWrittenWithANotice) {
+  test_support::TempDir dir;
+  ::setenv("HARNESS_GNUPLOT", "/nonexistent/gnuplot", 1);
+  const auto r = analysis::render_gnuplot(dir.path.string(), "f", "plot 'f.csv' using 1:2");
+  ::unsetenv("HARNESS_GNUPLOT");
+  EXPECT_TRUE(r.images.empty());
+  EXPECT_NE(r.notice.find("gnuplot not found"), std::string::npos) << r.notice;
+  EXPECT_TRUE(fs::exists(r.script));
+  EXPECT_FALSE(fs::exists(dir.path / "f.svg"));
+}
