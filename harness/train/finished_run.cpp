@@ -1,0 +1,59 @@
+#include "harness/train/finished_run.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "harness/config/engine_options.h"
+#include "harness/util/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace harness::train {
+
+void load_model_weights(const std::string& checkpoint, models::GPT& model) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(checkpoint);
+  model->load(archive);  // reads the model's own entries; the optimiser's are left unread
+}
+
+FinishedRun open_finished_run(const std::string& run_dir, torch::Device device) {
+  FinishedRun run{results::RunPaths(run_dir), {}, {}, nullptr, nullptr};
+  if (!fs::is_directory(run_dir))
+    throw InputError(fmt::format("{}: no such run directory", run_dir));
+  if (!fs::exists(run.paths.results))
+    throw InputError(fmt::format("{}: not a run directory (no run.h5)", run_dir));
+  try {
+    run.record = results::read_run_file(run.paths.results);
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("{}: cannot read the run file: {}", run.paths.results, e.what()));
+  }
+  if (run.record.state != results::RunState::kDone)
+    throw InputError(fmt::format("{}: the run is {} at step {}{}; finish it first (harness train "
+                                 "--resume, or harness sweep run)",
+                                 run_dir, results::to_string(run.record.state),
+                                 run.record.status_step,
+                                 run.record.reason.empty() ? "" : " (" + run.record.reason + ")"));
+  if (!fs::exists(run.paths.checkpoint))
+    throw InputError(fmt::format("{}: the run is done but its checkpoint {} is missing", run_dir,
+                                 run.paths.checkpoint));
+  const auto canonical = run.record.config.find("canonical");
+  if (canonical == run.record.config.end())
+    throw InputError(fmt::format("{}: /config has no canonical attribute", run.paths.results));
+  run.loaded = config::load_run_config_text(canonical->second,
+                                            run.paths.results + ":/config/canonical");
+  run.dataset = std::make_unique<data::Dataset>(config::data_options(run.loaded.config));
+  run.model = models::GPT(config::gpt_options(run.loaded.config, run.dataset->vocab_size()));
+  try {
+    load_model_weights(run.paths.checkpoint, run.model);
+  } catch (const c10::Error& e) {
+    throw InputError(fmt::format("{}: cannot load the model from {}: {}", run_dir,
+                                 run.paths.checkpoint, e.what_without_backtrace()));
+  }
+  run.model->to(device);
+  run.model->eval();
+  return run;
+}
+
+}  // namespace harness::train

@@ -1,0 +1,70 @@
+// A finished run reopened from its directory gives back the model it trained: the validation loss
+// recomputed from the reopened model equals the one the trainer logged. Unfinished or missing
+// runs are input errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "harness/config/schema.h"
+#include "harness/train/evaluate.h"
+#include "harness/train/finished_run.h"
+#include "harness/train/trainer.h"
+#include "harness/util/errors.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+harness::config::LoadedConfig tiny_config(const fs::path& cache) {
+  const std::string yaml = std::string("data: {corpus: '") + HARNESS_TEST_DATA +
+                           "/sotu', data_dir: '" + cache.string() + "'}\n" +
+                           "model: {layers: 1, d_model: 32, heads: 2}\n"
+                           "attention: {method: si+p-rope, tau: L/400, p_rope_base: L/4}\n"
+                           "train: {context: 32, batch_size: 8, steps: 10, seed: 3}\n"
+                           "eval: {contexts: [L, 2L], windows: 4}\n"
+                           "run: {threads: 2, checkpoint_every: 5}\n";
+  return harness::config::load_run_config_text(yaml, "tiny.yaml", "tiny");
+}
+
+harness::train::TrainOutcome train(const harness::config::LoadedConfig& c, const fs::path& dir,
+                                   int64_t stop_after = 0) {
+  harness::train::TrainOptions o;
+  o.run_dir = dir.string();
+  o.progress_bar = 0;
+  o.stop_after_steps = stop_after;
+  return harness::train::train(c, o);
+}
+
+}  // namespace
+
+TEST(FinishedRun, ReopenedModelReproducesTheLoggedValidationLoss) {
+  test_support::TempDir tmp;
+  const auto config = tiny_config(tmp.path / "cache");
+  const auto outcome = train(config, tmp.path / "run");
+  ASSERT_EQ(outcome.state, results::RunState::kDone);
+
+  auto run = harness::train::open_finished_run((tmp.path / "run").string());
+  EXPECT_EQ(harness::config::config_hash(run.loaded.config), harness::config::config_hash(config.config));
+  EXPECT_FALSE(run.model->is_training());
+  for (const int64_t T : {32, 64}) {
+    const auto windows = run.dataset->eval_windows(T, config.config.eval.windows, config.config.eval.seed);
+    const auto r = harness::train::evaluate(run.model, windows, 4, 4, torch::kCPU);
+    EXPECT_NEAR(r.loss, outcome.eval_loss.at(T), 1e-6) << "T = " << T;
+  }
+}
+
+TEST(FinishedRun, UnfinishedAndMissingRunsAreInputErrors) {
+  test_support::TempDir tmp;
+  const auto config = tiny_config(tmp.path / "cache");
+  ASSERT_EQ(train(config, tmp.path / "run", 5).state, results::RunState::kInterrupted);
+  try {
+    harness::train::open_finished_run((tmp.path / "run").string());
+    FAIL() << "an interrupted run opened";
+  } catch (const harness::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("interrupted at step 5"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(harness::train::open_finished_run((tmp.path / "nothing").string()), harness::InputError);
+  fs::create_directories(tmp.path / "empty");
+  EXPECT_THROW(harness::train::open_finished_run((tmp.path / "empty").string()), harness::InputError);
+}
