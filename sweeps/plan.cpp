@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 
 namespace fs = std::filesystem;
@@ -73,12 +75,38 @@ std::string varying_settings(const Sweep& sweep, size_t i) {
   return out;
 }
 
+std::string merged_points(const PlannedRun& run) {
+  if (run.merged.empty()) return "";
+  // The keys whose written values differ between the run's points, with every value they take.
+  std::vector<std::string> keys;
+  std::map<std::string, std::vector<std::string>> values;
+  const auto note = [&](const std::vector<Setting>& settings) {
+    for (const auto& s : settings) {
+      auto& list = values[s.key];
+      if (std::find(keys.begin(), keys.end(), s.key) == keys.end()) keys.push_back(s.key);
+      if (std::find(list.begin(), list.end(), s.value.text) == list.end()) list.push_back(s.value.text);
+    }
+  };
+  note(run.settings);
+  for (const auto& m : run.merged) note(m);
+  std::vector<std::string> parts;
+  for (const auto& key : keys)
+    if (values[key].size() > 1) parts.push_back(fmt::format("{}={}", key, fmt::join(values[key], "|")));
+  return fmt::format("  ({} points, one run: {})", run.merged.size() + 1, fmt::join(parts, " "));
+}
+
 std::string format_plan(const Sweep& sweep, const std::vector<RunStatus>& statuses) {
   std::string out = header(sweep);
   const auto widths = setting_widths(sweep);
-  for (size_t i = 0; i < sweep.runs.size(); ++i)
-    out += fmt::format("{}  #{:<3} {}{}\n", sweep.runs[i].id, i, padded_settings(sweep, i, widths),
-                       state_text(statuses[i]));
+  size_t points = 0;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    out += fmt::format("{}  #{:<3} {}{}{}\n", sweep.runs[i].id, i, padded_settings(sweep, i, widths),
+                       state_text(statuses[i]), merged_points(sweep.runs[i]));
+    points += 1 + sweep.runs[i].merged.size();
+  }
+  if (points > sweep.runs.size())
+    out += fmt::format("{} points of the sweep are {} runs: points that differ only in keys a run "
+                       "does not read (–), or only in how a value is written, are one run\n", points, sweep.runs.size());
   return out + counts(statuses);
 }
 

@@ -12,6 +12,8 @@
 #include <sstream>
 
 #include "harness/util/errors.h"
+#include "results/run_file.h"
+#include "results/run_paths.h"
 
 namespace fs = std::filesystem;
 
@@ -152,7 +154,29 @@ std::string settings_text(const std::vector<Setting>& settings) {
   return parts.empty() ? std::string("the base config") : fmt::format("{}", fmt::join(parts, " "));
 }
 
+// <sweep dir>/<id>, unless only a directory named by a first-scheme id holds the run (results
+// written before unread keys left the identity): then that one, a done run first.
+std::string find_run_dir(const std::string& sweep_dir, const PlannedRun& run) {
+  const fs::path current = fs::path(sweep_dir) / run.id;
+  if (fs::exists(current)) return current.string();
+  std::string found;
+  for (const auto& legacy_id : run.legacy_ids) {
+    const fs::path dir = fs::path(sweep_dir) / legacy_id;
+    const results::RunPaths paths(dir.string());
+    if (legacy_id == run.id || !fs::exists(paths.results)) continue;
+    try {
+      if (results::read_run_file(paths.results).state == results::RunState::kDone) return dir.string();
+    } catch (const std::exception&) {
+      continue;  // unreadable: not a place to resume from
+    }
+    if (found.empty()) found = dir.string();
+  }
+  return found.empty() ? current.string() : found;
+}
+
 }  // namespace
+
+const char* const kNotRead = "–";
 
 const std::vector<std::string>& sweep_keys() {
   static const std::vector<std::string> keys = {"name", "description", "base", "grid",
@@ -167,11 +191,12 @@ std::string PlannedRun::setting_text(const std::string& key) const {
 }
 
 std::string Sweep::value_text(size_t i, const std::string& key) const {
+  const config::KeySpec* spec = config::find_key(key);
+  if (spec && !spec->is_read(runs.at(i).loaded.config)) return kNotRead;
   const std::string set = runs.at(i).setting_text(key);
   if (!set.empty()) return set;
   const YAML::Node in_base = find_in_config(base_node, key);
   if (in_base.IsDefined()) return node_text(in_base);
-  const config::KeySpec* spec = config::find_key(key);
   return spec ? spec->get(runs.at(i).loaded.config) : "";
 }
 
@@ -358,46 +383,42 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
     add_with_seeds(settings);
   }
 
-  // Resolve each run; its id is the hash of its results-affecting canonical form.
+  // Resolve each point; its id is the hash of its identity (config::canonical_text). Points with
+  // the same id are one run: the first in plan order keeps them as `merged`.
   std::map<std::string, size_t> by_id;
   for (size_t i = 0; i < combinations.size(); ++i) {
-    PlannedRun run;
-    run.index = i;
-    run.settings = combinations[i];
-    run.loaded = base;
-    for (const auto& s : run.settings) config::apply_override(run.loaded, s.key, s.value.node, s.value.at);
+    config::LoadedConfig loaded = base;
+    for (const auto& s : combinations[i]) config::apply_override(loaded, s.key, s.value.node, s.value.at);
     try {
-      config::resolve_and_validate(run.loaded);
+      config::resolve_and_validate(loaded);
     } catch (const InputError& e) {
-      throw InputError(fmt::format("{} (in run {}: {})", e.what(), i, settings_text(run.settings)));
+      throw InputError(fmt::format("{} (in run {}: {})", e.what(), i, settings_text(combinations[i])));
     }
-    run.id = config::config_hash(run.loaded.config);
+    const std::string id = config::config_hash(loaded.config);
+    const std::string legacy_id = config::legacy_config_hash(loaded.config);
+    const auto [it, fresh] = by_id.emplace(id, sweep.runs.size());
+    if (!fresh) {
+      PlannedRun& first = sweep.runs[it->second];
+      first.merged.push_back(combinations[i]);
+      if (std::find(first.legacy_ids.begin(), first.legacy_ids.end(), legacy_id) == first.legacy_ids.end())
+        first.legacy_ids.push_back(legacy_id);
+      continue;
+    }
+    PlannedRun run;
+    run.index = sweep.runs.size();
+    run.settings = combinations[i];
+    run.loaded = std::move(loaded);
+    run.id = id;
+    run.legacy_ids = {legacy_id};
     run.loaded.config.name = fmt::format("{}/{}", sweep.name, run.id);
     run.loaded.text += fmt::format("\n# sweep {} ({}), run {}: overrides of the base\n", sweep.name,
-                                   source, i);
+                                   source, run.index);
     for (const auto& s : run.settings) run.loaded.text += fmt::format("#   {}: {}\n", s.key, s.value.text);
-    const auto [it, fresh] = by_id.emplace(run.id, i);
-    if (!fresh) {
-      const auto& first = sweep.runs[it->second];
-      // Point at the value that makes this run look different from the first but is not.
-      const Setting* culprit = run.settings.empty() ? nullptr : &run.settings.back();
-      for (const auto& s : run.settings)
-        if (s.value.text != first.setting_text(s.key)) {
-          culprit = &s;
-          break;
-        }
-      const Location at = culprit ? culprit->value.at : Location{source, 0, 0};
-      throw InputError(fmt::format(
-          "{}: {}: duplicate run: run {} ({}) resolves to the same config as run {} ({}), run id "
-          "{}; remove one, or vary a key that changes results (run.* keys and name do not)",
-          at.str(), culprit ? culprit->key : "runs", i,
-          settings_text(run.settings), first.index, settings_text(first.settings), run.id));
-    }
     sweep.runs.push_back(std::move(run));
   }
 
   sweep.sweep_dir = (fs::path(base.config.run.out_dir) / sweep.name).string();
-  for (auto& run : sweep.runs) run.run_dir = (fs::path(sweep.sweep_dir) / run.id).string();
+  for (auto& run : sweep.runs) run.run_dir = find_run_dir(sweep.sweep_dir, run);
 
   // Keys that differ between runs (by resolved value), in order of first appearance.
   std::vector<std::string> candidates;
@@ -408,7 +429,8 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
   for (const auto& key : candidates) {
     const config::KeySpec* spec = config::find_key(key);
     std::set<std::string> values;
-    for (const auto& run : sweep.runs) values.insert(spec->get(run.loaded.config));
+    for (const auto& run : sweep.runs)
+      values.insert(spec->is_read(run.loaded.config) ? spec->get(run.loaded.config) : kNotRead);
     if (values.size() > 1) sweep.varying_keys.push_back(key);
   }
   return sweep;

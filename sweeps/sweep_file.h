@@ -46,7 +46,13 @@ struct PlannedRun {
   std::string id;                   // config_hash of the resolved config
   std::vector<Setting> settings;    // every override, in axis order
   config::LoadedConfig loaded;      // resolved and validated
-  std::string run_dir;              // <sweep dir>/<id>
+  std::string run_dir;              // <sweep dir>/<id>, or where an earlier id scheme put it
+  // Other points of the sweep that resolve to this same run (they differ only in keys the run
+  // does not read, or spell a value differently): planned and trained once, listed by `plan`.
+  std::vector<std::vector<Setting>> merged;
+  // The ids of this run and of its merged points under the first id scheme
+  // (config::legacy_config_hash): directories under those names hold this run's results.
+  std::vector<std::string> legacy_ids;
 
   // The value of `key` as written for this run ("" when the run does not set it).
   std::string setting_text(const std::string& key) const;
@@ -68,15 +74,20 @@ struct Sweep {
   // Keys whose values differ between runs, in the order they appear in the sweep file.
   std::vector<std::string> varying_keys;
 
-  // The value of `key` for run `i` as written in the sweep (or the base file), for tables.
+  // The value of `key` for run `i` as written in the sweep (or the base file), for tables; "–"
+  // when the run does not read the key (config::KeySpec::read).
   std::string value_text(size_t i, const std::string& key) const;
 };
 
-// Reads, validates and expands a sweep file. Throws harness::InputError.
+// Reads, validates and expands a sweep file. Points of the sweep that resolve to the same run are
+// merged into one planned run, never an error. Throws harness::InputError.
 Sweep load_sweep(const std::string& path);
 // The same from text (tests); `source` names the file in messages and resolves a relative
 // `base:` path.
 Sweep load_sweep_text(const std::string& text, const std::string& source);
+
+// What tables show for a key the run does not read.
+extern const char* const kNotRead;
 
 // Top-level keys a sweep file accepts.
 const std::vector<std::string>& sweep_keys();

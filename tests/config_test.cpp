@@ -132,3 +132,75 @@ TEST(Config, MissingFileIsAnInputError) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/run.yaml: config file not found"), std::string::npos);
   }
 }
+
+namespace {
+std::string id_of(const std::string& yaml) {
+  return config_hash(load_run_config_text(yaml, "x.yaml").config);
+}
+}  // namespace
+
+TEST(Config, KeysTheMethodDoesNotReadAreNotPartOfTheRunId) {
+  const std::string L64 = "train: {context: 64}\n";
+  // RoPE does not read τ; the scale-invariant transform does.
+  EXPECT_EQ(id_of(L64 + "attention: {method: rope, tau: L/400}"),
+            id_of(L64 + "attention: {method: rope, tau: L/40}"));
+  EXPECT_NE(id_of(L64 + "attention: {method: si+p-rope, tau: L/400}"),
+            id_of(L64 + "attention: {method: si+p-rope, tau: L/40}"));
+  // p-RoPE keys without p-RoPE, RoPE's base without a RoPE-family encoding.
+  EXPECT_EQ(id_of("attention: {method: rope, p_rope_base: 16, p_rope_variant: truncate}"),
+            id_of("attention: {method: rope}"));
+  EXPECT_EQ(id_of("attention: {method: alibi, rope_base: 500}"), id_of("attention: {method: alibi}"));
+  EXPECT_NE(id_of("attention: {method: rope, rope_base: 500}"), id_of("attention: {method: rope}"));
+  EXPECT_EQ(id_of("attention: {method: si+p-rope, rope_base: 500}"), id_of("attention: {method: si+p-rope}"));
+  EXPECT_NE(id_of("attention: {method: si+p-rope, p_rope_variant: truncate, rope_base: 500}"),
+            id_of("attention: {method: si+p-rope, p_rope_variant: truncate}"));
+  // An override equal to the preset's own choice changes nothing.
+  EXPECT_EQ(id_of("attention: {method: si+p-rope, positional: p-rope}"), id_of("attention: {method: si+p-rope}"));
+  EXPECT_NE(id_of("attention: {method: si+p-rope, positional: rope}"), id_of("attention: {method: si+p-rope}"));
+  // Optimiser and schedule keys of the other optimiser / schedule; the vocabulary of byte-level.
+  EXPECT_EQ(id_of("optim: {name: adamw, momentum: 0.5}"), id_of("optim: {name: adamw}"));
+  EXPECT_NE(id_of("optim: {name: muon, momentum: 0.5}"), id_of("optim: {name: muon}"));
+  EXPECT_EQ(id_of("schedule: {kind: cosine, cooldown_fraction: 0.2}"), id_of("schedule: {kind: cosine}"));
+  // The full canonical text keeps every key, marking the unread ones.
+  const auto rope = load_run_config_text(L64 + "attention: {method: rope}", "x.yaml").config;
+  EXPECT_NE(harness::config::canonical_text(rope, false).find("attention.tau: 10  # not read by this run"),
+            std::string::npos);
+  EXPECT_EQ(harness::config::canonical_text(rope, true).find("attention.tau"), std::string::npos);
+}
+
+TEST(Config, FirstSchemeIdsAreUnchanged) {
+  // Printed by `harness config show` before unread keys left the identity (revision f12df99):
+  // results written then are found by these ids.
+  const auto legacy = [](const std::string& yaml) {
+    return harness::config::legacy_config_hash(load_run_config_text(yaml, "x.yaml").config);
+  };
+  EXPECT_EQ(legacy("attention: {method: rope, tau: L/400, p_rope_base: L/4}\ntrain: {context: 64}\n"),
+            "0dd4a8ea76a8a457");
+  EXPECT_EQ(legacy("attention: {method: si+p-rope, tau: L/400, p_rope_base: L/4}\ntrain: {context: 64}\n"),
+            "d71df2fa68eb0773");
+}
+
+TEST(Config, NumbersTooLargeForADoubleAreLocatedErrors) {
+  for (const auto& key : harness::config::schema()) {
+    if (key.expected.find("number") == std::string::npos) continue;
+    harness::config::LoadedConfig loaded;
+    loaded.source = "big.yaml";
+    try {
+      harness::config::apply_override(loaded, key.path, YAML::Load("1e400"), {"big.yaml", 3, 7});
+      ADD_FAILURE() << key.path << " accepted 1e400";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("big.yaml:3:7: " + key.path + ": expected"), std::string::npos)
+          << e.what();
+    }
+  }
+  try {
+    load_run_config_text("attention:\n  tau: 4000000000000000000000000000000000000000000000000000000000"
+                         "00000000000000000000000000000000000000000000000000000000000000000000000000000"
+                         "00000000000000000000000000000000000000000000000000000000000000000000000000000"
+                         "00000000000000000000000000000000000000000000000000000000000000000000000000000"
+                         "000000000000000000000000000000000000000000000000000L/400\n", "big.yaml");
+    ADD_FAILURE() << "an overflowing coefficient of L was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("big.yaml:2:8: attention.tau: expected"), std::string::npos) << e.what();
+  }
+}

@@ -10,6 +10,10 @@
 #include <string>
 
 #include "harness/util/errors.h"
+#include "results/run_file.h"
+#include "results/run_paths.h"
+#include "sweeps/run_status.h"
+#include "test_support.h"
 #include "sweeps/plan.h"
 #include "sweeps/sweep_file.h"
 
@@ -45,7 +49,8 @@ std::vector<std::string> ids(const harness::sweeps::Sweep& sweep) {
 TEST(SweepFile, ExpandsGridZipSeedsAndExplicitRuns) {
   const auto sweep = load_sweep(kFixtures + "grid.yaml");
   EXPECT_EQ(sweep.name, "grid-fixture");
-  ASSERT_EQ(sweep.runs.size(), 2u * 3u * 2u * 2u + 2u * 2u);
+  // si+p-rope: 3 τ × 2 zip × 2 seeds; rope reads no τ: 2 zip × 2 seeds; 2 explicit × 2 seeds.
+  ASSERT_EQ(sweep.runs.size(), 3u * 2u * 2u + 2u * 2u + 2u * 2u);
   const auto all_ids = ids(sweep);
   const std::set<std::string> unique(all_ids.begin(), all_ids.end());
   EXPECT_EQ(unique.size(), sweep.runs.size());
@@ -59,9 +64,10 @@ TEST(SweepFile, ExpandsGridZipSeedsAndExplicitRuns) {
   EXPECT_EQ(sweep.runs[2].loaded.config.train.batch_size, 4);
   EXPECT_EQ(sweep.runs[4].setting_text("attention.tau"), "L/400");
   EXPECT_EQ(sweep.runs[12].setting_text("attention.method"), "rope");
-  EXPECT_EQ(sweep.runs[24].setting_text("attention.method"), "alibi");
-  EXPECT_EQ(sweep.runs[26].setting_text("attention.method"), "nope");  // nested form
-  EXPECT_EQ(sweep.runs[26].loaded.config.attention.method, "nope");
+  EXPECT_EQ(sweep.runs[12].merged.size(), 2u);  // τ = L/400 and L/4000: the same rope run
+  EXPECT_EQ(sweep.runs[16].setting_text("attention.method"), "alibi");
+  EXPECT_EQ(sweep.runs[18].setting_text("attention.method"), "nope");  // nested form
+  EXPECT_EQ(sweep.runs[18].loaded.config.attention.method, "nope");
   // Relative values resolve per run: tau = L/40 at L = 32.
   EXPECT_DOUBLE_EQ(sweep.runs[2].loaded.config.attention.tau.resolve(32), 0.8);
   // The base file's values stay, the run dir is <out_dir>/<name>/<id>.
@@ -71,8 +77,11 @@ TEST(SweepFile, ExpandsGridZipSeedsAndExplicitRuns) {
   EXPECT_EQ(sweep.varying_keys,
             (std::vector<std::string>{"attention.method", "attention.tau", "train.context",
                                       "train.batch_size", "train.seed"}));
-  // Explicit runs show the base's value as written for keys they do not set.
-  EXPECT_EQ(sweep.value_text(24, "attention.tau"), "L/400");
+  // Explicit runs show the base's value as written for keys they do not set, and "–" for keys
+  // their method does not read.
+  EXPECT_EQ(sweep.value_text(16, "train.context"), "16");
+  EXPECT_EQ(sweep.value_text(18, "attention.tau"), "–");  // nope reads no τ
+  EXPECT_EQ(sweep.value_text(0, "attention.tau"), "L/40");
 }
 
 TEST(SweepFile, InlineBaseAndNestedAxes) {
@@ -140,13 +149,45 @@ TEST(SweepFile, StructuralErrors) {
   }
 }
 
-TEST(SweepFile, DuplicateRunsNameBoth) {
-  const std::string e = error_of("duplicate_run.yaml");
-  EXPECT_CONTAINS(e, "duplicate_run.yaml:5:32: attention.tau: duplicate run: run 2 (attention.tau=0.04)");
-  EXPECT_CONTAINS(e, "as run 0 (attention.tau=L/400)");
-  const std::string threads = error_of("duplicate_run_key.yaml");
-  EXPECT_CONTAINS(threads, "duplicate_run_key.yaml:5:20: run.threads: duplicate run: run 1 (run.threads=2)");
-  EXPECT_CONTAINS(threads, "run 0 (run.threads=1)");
+TEST(SweepFile, PointsThatResolveToOneRunArePlannedOnce) {
+  // L/400 and 0.04 are the same τ at L = 16: one run, with both spellings listed.
+  const auto sweep = load_sweep(kFixtures + "duplicate_run.yaml");
+  ASSERT_EQ(sweep.runs.size(), 2u);
+  EXPECT_EQ(sweep.runs[0].setting_text("attention.tau"), "L/400");
+  ASSERT_EQ(sweep.runs[0].merged.size(), 1u);
+  EXPECT_EQ(sweep.runs[0].merged[0][0].value.text, "0.04");
+  EXPECT_EQ(sweep.runs[1].setting_text("attention.tau"), "L/40");
+  EXPECT_EQ(sweep.runs[1].index, 1u);
+  const std::string plan = harness::sweeps::format_plan(sweep, harness::sweeps::inspect_runs(sweep));
+  EXPECT_CONTAINS(plan, "(2 points, one run: attention.tau=L/400|0.04)");
+  EXPECT_CONTAINS(plan, "3 points of the sweep are 2 runs");
+  // run.* keys never change results: two points, one run.
+  EXPECT_EQ(load_sweep(kFixtures + "duplicate_run_key.yaml").runs.size(), 1u);
+}
+
+TEST(SweepFile, KeysARunDoesNotReadDoNotSplitIt) {
+  // 4 τ × {si+p-rope, rope}: rope does not read τ, so its four points are one run.
+  const auto sweep = load_sweep_text(
+      "name: mix\nbase: {train: {context: 64}}\ngrid:\n  attention.tau: [L/4000, L/400, L/40, L/4]\n"
+      "  attention.method: [si+p-rope, rope]\n",
+      "mix.yaml");
+  ASSERT_EQ(sweep.runs.size(), 5u);
+  size_t rope = 0;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    if (sweep.runs[i].loaded.config.attention.method != "rope") {
+      EXPECT_NE(sweep.value_text(i, "attention.tau"), harness::sweeps::kNotRead);
+      continue;
+    }
+    ++rope;
+    EXPECT_EQ(sweep.value_text(i, "attention.tau"), "–");
+    EXPECT_EQ(sweep.runs[i].merged.size(), 3u);
+    EXPECT_EQ(sweep.runs[i].legacy_ids.size(), 4u);  // four first-scheme ids: τ was in them
+  }
+  EXPECT_EQ(rope, 1u);
+  EXPECT_EQ(sweep.varying_keys, (std::vector<std::string>{"attention.tau", "attention.method"}));
+  const std::string plan = harness::sweeps::format_plan(sweep, harness::sweeps::inspect_runs(sweep));
+  EXPECT_CONTAINS(plan, "attention.tau=–       attention.method=rope");
+  EXPECT_CONTAINS(plan, "(4 points, one run: attention.tau=L/4000|L/400|L/40|L/4)");
 }
 
 TEST(SweepIds, StableUnderKeyOrderAndFileForm) {
@@ -179,7 +220,7 @@ TEST(SweepIds, StableUnderKeyOrderAndFileForm) {
   const auto ic = ids(load_sweep_text(changed, "e.yaml"));
   for (size_t i = 0; i < ia.size(); ++i) EXPECT_NE(ia[i], ic[i]);
   for (const std::string key : {"model.mlp_ratio: 2", "optim.lr_hidden: 0.01", "eval.windows: 3",
-                                 "data.val_fraction: 0.2", "attention.p_rope_base: L/8",
+                                 "data.val_fraction: 0.2", "attention.score_scale: 0.5",
                                  "eval.contexts: [L, 2L]", "data.corpus: elsewhere"}) {
     std::string with_key = a;
     with_key.insert(with_key.find("base:\n") + 6, "  " + key + "\n");
@@ -261,4 +302,32 @@ TEST(SweepIds, StableUnderKeyOrderOfTheBaseFile) {
       "grid: {attention.method: [rope, alibi]}\n", "inline.yaml");
   EXPECT_EQ(ids(inline_base), ids(a));
   fs::remove_all(dir);
+}
+
+TEST(SweepIds, RunsWrittenUnderFirstSchemeIdsAreFound) {
+  test_support::TempDir tmp;
+  const std::string sweep_text = "name: old\nbase: {train: {context: 64}, run: {out_dir: '" +
+                                 tmp.path.string() +
+                                 "'}}\ngrid:\n  attention.tau: [L/400, L/40]\n"
+                                 "  attention.method: [rope, si+p-rope]\n";
+  auto sweep = load_sweep_text(sweep_text, "old.yaml");
+  ASSERT_EQ(sweep.runs.size(), 3u);  // rope once, si+p-rope twice
+  const auto& rope = sweep.runs[0];
+  ASSERT_EQ(rope.loaded.config.attention.method, "rope");
+  // A done rope run written under the second point's first-scheme id (τ = L/40 was part of it).
+  const std::string old_dir = (tmp.path / "old" / rope.legacy_ids.at(1)).string();
+  results::RunRecord record;
+  record.config["hash"] = rope.legacy_ids.at(1);
+  record.state = results::RunState::kDone;
+  record.eval[64].step = {10};
+  record.eval[64].loss = {1.5};
+  results::publish(record, results::RunPaths(old_dir).results);
+
+  sweep = load_sweep_text(sweep_text, "old.yaml");
+  EXPECT_EQ(sweep.runs[0].run_dir, old_dir);
+  const auto status = harness::sweeps::inspect_run(sweep.runs[0]);
+  EXPECT_EQ(status.state, harness::sweeps::RunState::kDone);
+  EXPECT_EQ(status.eval_loss.at(64), 1.5);
+  // Runs with no earlier directory go where their id says.
+  EXPECT_EQ(sweep.runs[1].run_dir, (tmp.path / "old" / sweep.runs[1].id).string());
 }

@@ -102,15 +102,34 @@ TEST(Train, InterruptedAndResumedEqualsUninterrupted) {
   ASSERT_EQ(resumed.train.step.size(), 12u);
   for (size_t i = 0; i < 12; ++i) {
     EXPECT_EQ(resumed.train.step[i], int64_t(i + 1));  // strictly increasing, no duplicates
-    EXPECT_NEAR(resumed.train.loss[i], straight.train.loss[i], 1e-6) << "step " << i + 1;
+    EXPECT_EQ(resumed.train.loss[i], straight.train.loss[i]) << "step " << i + 1;  // bit for bit
   }
   for (const auto& [T, rows] : straight.eval) {
     ASSERT_EQ(resumed.eval.at(T).loss.size(), rows.loss.size());
-    EXPECT_NEAR(resumed.eval.at(T).loss.back(), rows.loss.back(), 1e-6);
+    EXPECT_EQ(resumed.eval.at(T).loss.back(), rows.loss.back());
   }
   // Resuming a finished run does nothing.
   EXPECT_EQ(run(c, dir, true).state, results::RunState::kDone);
   EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).train.step.size(), 12u);
+}
+
+TEST(Train, RunFilesOfTheFirstIdSchemeAreTheSameRun) {
+  const auto c = tiny_config(2, "rope");
+  results::RunRecord record;
+  record.config["hash"] = harness::config::legacy_config_hash(c.config);
+  // The canonical text as the first scheme wrote it: every key, no comments.
+  std::string canonical = harness::config::canonical_text(c.config, false);
+  for (size_t at; (at = canonical.find("  # not read by this run")) != std::string::npos;)
+    canonical.erase(at, std::string("  # not read by this run").size());
+  record.config["canonical"] = canonical;
+  EXPECT_TRUE(harness::train::is_same_run(record, c.config));
+  // τ is not read by rope: another τ is the same run; another seed is not.
+  auto other_tau = c;
+  other_tau.config.attention.tau = harness::config::ContextValue::absolute(3.0);
+  EXPECT_TRUE(harness::train::is_same_run(record, other_tau.config));
+  auto other_seed = c;
+  other_seed.config.train.seed = 99;
+  EXPECT_FALSE(harness::train::is_same_run(record, other_seed.config));
 }
 
 TEST(Train, NonFiniteLossStopsTheRunAsFailedWithStepAndReason) {

@@ -4,7 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -12,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "attention/method.h"
 #include "harness/config/engine_options.h"
 #include "harness/util/errors.h"
 
@@ -77,13 +80,23 @@ int64_t parse_int(const YAML::Node& n, const Location& at, const std::string& ke
   }
 }
 
+// A decimal literal already checked by a regex; an overflow (1e400) is the user's error, located.
+double to_double(const std::string& s, const Location& at, const std::string& key,
+                 const std::string& expected) {
+  errno = 0;
+  const double v = std::strtod(s.c_str(), nullptr);
+  if (errno == ERANGE && std::isinf(v))
+    fail(at, key, fmt::format("expected {}, got '{}' (out of range)", expected, s));
+  return v;
+}
+
 double parse_double(const YAML::Node& n, const Location& at, const std::string& key,
                     const std::string& expected) {
   require_scalar(n, at, key, expected);
   const std::string& s = n.Scalar();
   static const std::regex num_re(R"(^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$)");
   if (!std::regex_match(s, num_re)) fail(at, key, fmt::format("expected {}, got '{}'", expected, s));
-  return std::stod(s);
+  return to_double(s, at, key, expected);
 }
 
 // "0.16" | "L" | "4L" | "4*L" | "0.25 L" | "L/400" | "2L/3"
@@ -95,9 +108,9 @@ ContextValue parse_context_value(const YAML::Node& n, const Location& at, const 
   std::smatch m;
   const std::string s = n.Scalar();
   if (std::regex_match(s, m, rel_re)) {
-    double coefficient = m[1].matched ? std::stod(m[1].str()) : 1.0;
+    double coefficient = m[1].matched ? to_double(m[1].str(), at, key, expected) : 1.0;
     if (m[3].matched) {
-      const double divisor = std::stod(m[3].str());
+      const double divisor = to_double(m[3].str(), at, key, expected);
       if (divisor == 0) fail(at, key, fmt::format("division by zero in '{}'", s));
       coefficient /= divisor;
     }
@@ -210,6 +223,41 @@ KeySpec string_key(std::string path, Access access, std::string help, bool affec
   return k;
 }
 
+
+// ---- which keys a run reads (KeySpec::read) ----
+
+KeySpec read_when(KeySpec k, std::function<bool(const RunConfig&)> read) {
+  k.read = std::move(read);
+  return k;
+}
+
+// Whether the attention method `c` resolves to satisfies `test` (true when it does not resolve:
+// an invalid config is rejected elsewhere, and its keys count as read until then).
+bool method_reads(const RunConfig& c, bool (*test)(const attention::Method&)) {
+  try {
+    return test(attention::resolve_method(method_options(c)));
+  } catch (const std::invalid_argument&) {
+    return true;
+  }
+}
+
+bool is_p_rope(const attention::Method& m) { return m.positional == attention::Positional::kPRoPE; }
+
+// An override of the preset's positional encoding or transform is read when it changes it.
+bool overrides_preset(const RunConfig& c, bool positional) {
+  const std::string& value = positional ? c.attention.positional : c.attention.transform;
+  if (value.empty()) return false;
+  try {
+    attention::MethodOptions preset = method_options(c);
+    preset.positional.clear();
+    preset.transform.clear();
+    const attention::Method m = attention::resolve_method(preset);
+    return value != (positional ? attention::to_string(m.positional) : attention::to_string(m.transform));
+  } catch (const std::invalid_argument&) {
+    return true;
+  }
+}
+
 std::vector<KeySpec> build_schema() {
   std::vector<KeySpec> s;
   // Identity and data.
@@ -224,8 +272,10 @@ std::vector<KeySpec> build_schema() {
                        0.0, 0.9, true, "fraction of documents held out for validation"));
   s.push_back(choice_key("data.tokenizer", [](auto& c) -> auto& { return c.data.tokenizer; },
                          tokenizer_names, "byte-level (vocab 256) or SentencePiece BPE"));
-  s.push_back(integer_key("data.vocab_size", [](auto& c) -> auto& { return c.data.vocab_size; }, 2,
-                          1 << 20, "SentencePiece vocabulary size (byte: always 256)"));
+  s.push_back(read_when(
+      integer_key("data.vocab_size", [](auto& c) -> auto& { return c.data.vocab_size; }, 2, 1 << 20,
+                  "SentencePiece vocabulary size (byte: always 256)"),
+      [](const RunConfig& c) { return c.data.tokenizer == "sentencepiece"; }));
   // Model.
   s.push_back(integer_key("model.layers", [](auto& c) -> auto& { return c.model.layers; }, 1, 256,
                           "transformer blocks"));
@@ -241,20 +291,42 @@ std::vector<KeySpec> build_schema() {
   // Attention.
   s.push_back(choice_key("attention.method", [](auto& c) -> auto& { return c.attention.method; },
                          method_names, "a preset: positional encoding × logit transform"));
-  s.push_back(choice_key("attention.positional",
-                         [](auto& c) -> auto& { return c.attention.positional; }, positional_names,
-                         "override the preset's positional encoding", true, true));
-  s.push_back(choice_key("attention.transform",
-                         [](auto& c) -> auto& { return c.attention.transform; }, transform_names,
-                         "override the preset's logit transform", true, true));
-  s.push_back(context_value_key("attention.tau", [](auto& c) -> auto& { return c.attention.tau; },
-                                "scale-invariant τ (paper: 10 at L = 4096, i.e. about L/400)"));
-  s.push_back(context_value_key("attention.rope_base",
-                                [](auto& c) -> auto& { return c.attention.rope_base; },
-                                "RoPE base (rope, ntk, yarn, truncated p-rope)"));
-  s.push_back(context_value_key("attention.p_rope_base",
-                                [](auto& c) -> auto& { return c.attention.p_rope_base; },
-                                "respread p-RoPE: longest wavelength / 2π (paper: 1024 = L/4)"));
+  s.push_back(read_when(
+      choice_key("attention.positional", [](auto& c) -> auto& { return c.attention.positional; },
+                 positional_names, "override the preset's positional encoding", true, true),
+      [](const RunConfig& c) { return overrides_preset(c, true); }));
+  s.push_back(read_when(
+      choice_key("attention.transform", [](auto& c) -> auto& { return c.attention.transform; },
+                 transform_names, "override the preset's logit transform", true, true),
+      [](const RunConfig& c) { return overrides_preset(c, false); }));
+  s.push_back(read_when(
+      context_value_key("attention.tau", [](auto& c) -> auto& { return c.attention.tau; },
+                        "scale-invariant τ (paper: 10 at L = 4096, i.e. about L/400)"),
+      [](const RunConfig& c) {
+        return method_reads(c, [](const attention::Method& m) {
+          return m.transform == attention::Transform::kScaleInvariant;
+        });
+      }));
+  s.push_back(read_when(
+      context_value_key("attention.rope_base", [](auto& c) -> auto& { return c.attention.rope_base; },
+                        "RoPE base (rope, ntk, yarn, truncated p-rope)"),
+      [](const RunConfig& c) {
+        return method_reads(c, [](const attention::Method& m) {
+          return m.positional == attention::Positional::kRoPE ||
+                 m.positional == attention::Positional::kNTK ||
+                 m.positional == attention::Positional::kYaRN ||
+                 (is_p_rope(m) && m.p_rope_variant == attention::PRoPEVariant::kTruncate);
+        });
+      }));
+  s.push_back(read_when(
+      context_value_key("attention.p_rope_base",
+                        [](auto& c) -> auto& { return c.attention.p_rope_base; },
+                        "respread p-RoPE: longest wavelength / 2π (paper: 1024 = L/4)"),
+      [](const RunConfig& c) {
+        return method_reads(c, [](const attention::Method& m) {
+          return is_p_rope(m) && m.p_rope_variant == attention::PRoPEVariant::kRespread;
+        });
+      }));
   {
     KeySpec k;
     k.path = "attention.p_rope_fraction";
@@ -274,12 +346,15 @@ std::vector<KeySpec> build_schema() {
       const double f = c.attention.p_rope_fraction;
       return format_double(f >= 0 ? f : (c.attention.p_rope_variant == "truncate" ? 0.75 : 0.5));
     };
+    k.read = [](const RunConfig& c) { return method_reads(c, is_p_rope); };
     s.push_back(std::move(k));
   }
-  s.push_back(choice_key("attention.p_rope_variant",
-                         [](auto& c) -> auto& { return c.attention.p_rope_variant; },
-                         [] { return std::vector<std::string>{"respread", "truncate"}; },
-                         "respread (modded-nanogpt, the paper's) or truncate (Barbero et al.)"));
+  s.push_back(read_when(
+      choice_key("attention.p_rope_variant",
+                 [](auto& c) -> auto& { return c.attention.p_rope_variant; },
+                 [] { return std::vector<std::string>{"respread", "truncate"}; },
+                 "respread (modded-nanogpt, the paper's) or truncate (Barbero et al.)"),
+      [](const RunConfig& c) { return method_reads(c, is_p_rope); }));
   s.push_back(real_key("attention.score_scale",
                        [](auto& c) -> auto& { return c.attention.score_scale; }, 0.0, 1e6, false,
                        "s = score_scale · q·k; 0 means 1/sqrt(head_dim)"));
@@ -316,16 +391,19 @@ std::vector<KeySpec> build_schema() {
   s.push_back(real_key("optim.weight_decay",
                        [](auto& c) -> auto& { return c.optim.weight_decay; }, 0.0, 10.0, false,
                        "decoupled weight decay"));
-  s.push_back(real_key("optim.momentum", [](auto& c) -> auto& { return c.optim.momentum; }, 0.0,
-                       1.0, false, "Muon momentum (Nesterov)"));
+  s.push_back(read_when(real_key("optim.momentum", [](auto& c) -> auto& { return c.optim.momentum; },
+                                0.0, 1.0, false, "Muon momentum (Nesterov)"),
+                       [](const RunConfig& c) { return c.optim.name == "muon"; }));
   s.push_back(choice_key("schedule.kind", [](auto& c) -> auto& { return c.schedule.kind; },
                          schedule_names, "learning-rate schedule"));
   s.push_back(integer_key("schedule.warmup_steps",
                           [](auto& c) -> auto& { return c.schedule.warmup_steps; }, 0,
                           int64_t(1) << 40, "linear warmup steps"));
-  s.push_back(real_key("schedule.cooldown_fraction",
-                       [](auto& c) -> auto& { return c.schedule.cooldown_fraction; }, 0.0, 1.0,
-                       false, "final fraction of steps with a linear cooldown to 0"));
+  s.push_back(read_when(
+      real_key("schedule.cooldown_fraction",
+               [](auto& c) -> auto& { return c.schedule.cooldown_fraction; }, 0.0, 1.0, false,
+               "final fraction of steps with a linear cooldown to 0 (constant-cooldown)"),
+      [](const RunConfig& c) { return c.schedule.kind == "constant-cooldown"; }));
   // Evaluation.
   s.push_back(integer_key("eval.every", [](auto& c) -> auto& { return c.eval.every; }, 0,
                           int64_t(1) << 40, "steps between validations; 0: only at the end"));
@@ -581,28 +659,53 @@ LoadedConfig load_run_config(const std::string& path) {
 std::string canonical_text(const RunConfig& config, bool results_only) {
   std::string out;
   for (const auto& k : schema()) {
-    if (results_only && !k.affects_results) continue;
-    out += fmt::format("{}: {}\n", k.path, k.get(config));
+    const bool read = k.is_read(config);
+    if (results_only && (!k.affects_results || !read)) continue;
+    out += fmt::format("{}: {}{}\n", k.path, k.get(config), read ? "" : "  # not read by this run");
   }
   return out;
 }
 
-std::string config_hash(const RunConfig& config) {
+namespace {
+std::string fnv1a_hex(const std::string& text) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a 64
-  for (const unsigned char ch : canonical_text(config, true)) {
+  for (const unsigned char ch : text) {
     h ^= ch;
     h *= 1099511628211ull;
   }
   return fmt::format("{:016x}", h);
+}
+}  // namespace
+
+std::string config_hash(const RunConfig& config) { return fnv1a_hex(canonical_text(config, true)); }
+
+std::string legacy_config_hash(const RunConfig& config) {
+  // Frozen: the identity of the first id scheme, every results key in schema order, read or not.
+  // Never add to this list; new keys follow KeySpec::read's rule instead.
+  static const char* const kKeys[] = {
+      "data.corpus", "data.val_fraction", "data.tokenizer", "data.vocab_size", "model.layers",
+      "model.d_model", "model.heads", "model.head_dim", "model.mlp_ratio", "attention.method",
+      "attention.positional", "attention.transform", "attention.tau", "attention.rope_base",
+      "attention.p_rope_base", "attention.p_rope_fraction", "attention.p_rope_variant",
+      "attention.score_scale", "train.context", "train.batch_size", "train.grad_accum",
+      "train.steps", "train.seed", "train.grad_clip", "optim.name", "optim.lr_hidden",
+      "optim.lr_embed", "optim.lr_head", "optim.lr_scalar", "optim.beta1", "optim.beta2",
+      "optim.weight_decay", "optim.momentum", "schedule.kind", "schedule.warmup_steps",
+      "schedule.cooldown_fraction", "eval.every", "eval.contexts", "eval.windows",
+      "eval.position_buckets", "eval.seed"};
+  std::string text;
+  for (const char* path : kKeys) text += fmt::format("{}: {}\n", path, find_key(path)->get(config));
+  return fnv1a_hex(text);
 }
 
 std::string schema_reference() {
   std::string out;
   RunConfig defaults;
   for (const auto& k : schema()) {
-    out += fmt::format("{:<28} {}{}\n{:<28}   expected {}; default {}\n", k.path, k.help,
-                       k.affects_results ? "" : " [not part of the run id]", "", k.expected,
-                       k.get(defaults));
+    out += fmt::format("{:<28} {}{}{}\n{:<28}   expected {}; default {}\n", k.path, k.help,
+                       k.affects_results ? "" : " [not part of the run id]",
+                       k.read ? " [part of the run id only when the run reads it]" : "", "",
+                       k.expected, k.get(defaults));
   }
   return out;
 }

@@ -31,6 +31,13 @@ struct KeySpec {
   bool affects_results = true;  // part of the canonical form / run id
   std::function<void(RunConfig&, const YAML::Node&, const Location&)> set;  // parse + check
   std::function<std::string(const RunConfig&)> get;  // canonical text of the resolved value
+  // Whether a run with this config reads the key (unset: always). A key the run does not read
+  // (τ without the scale-invariant transform, p-RoPE keys without p-RoPE, ...) is left out of its
+  // identity, so runs that differ only in such keys are one run, and tables show "–" for it.
+  // A key added later must be unread at the value that reproduces the earlier behaviour, so that
+  // adding it leaves existing run ids as they are.
+  std::function<bool(const RunConfig&)> read;
+  bool is_read(const RunConfig& c) const { return !read || read(c); }
 };
 
 // Throws InputError "file:line:column: key: what", the form of every config error.
@@ -73,11 +80,15 @@ LoadedConfig load_run_config_text(const std::string& yaml_text, const std::strin
 LoadedConfig load_run_config(const std::string& path);  // name defaults to the file's stem
 
 // All keys in schema order as a flat "key: value" YAML, relative values resolved.
-// results_only: only the keys that change results (the run's identity).
+// results_only: only the run's identity: the keys that change results and that the run reads.
+// Otherwise every key, those the run does not read marked with a comment.
 std::string canonical_text(const RunConfig& config, bool results_only);
-// 16 hex digits (FNV-1a 64 of the results-only canonical text): equal configs, equal ids, on any
-// machine and whatever the key order in the file.
+// The run id: 16 hex digits (FNV-1a 64 of the results-only canonical text): equal configs, equal
+// ids, on any machine and whatever the key order in the file.
 std::string config_hash(const RunConfig& config);
+// The id the same config had before unread keys left the identity (every results key, read or
+// not): how results written then are found (sweeps/README.md, "Run ids").
+std::string legacy_config_hash(const RunConfig& config);
 
 std::string schema_reference();  // `harness config keys`
 

@@ -95,6 +95,20 @@ void write_text(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+bool is_same_run(const results::RunRecord& record, const config::RunConfig& config) {
+  const std::string id = config::config_hash(config);
+  const auto stored = record.config.find("hash");
+  if (stored != record.config.end() && stored->second == id) return true;
+  // Written under the first id scheme: its stored config decides, by today's id.
+  const auto canonical = record.config.find("canonical");
+  if (canonical == record.config.end()) return false;
+  try {
+    return config::config_hash(config::load_run_config_text(canonical->second, "run.h5").config) == id;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
 TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& options) {
   const auto& c = loaded.config;
   const results::RunPaths paths(options.run_dir.empty() ? (fs::path(c.run.out_dir) / c.name).string()
@@ -115,10 +129,13 @@ TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& optio
   bool resuming = options.resume && has_checkpoint && has_results;
   if (resuming) {
     record = results::read_run_file(paths.results);
-    if (record.config["hash"] != hash)
+    if (!is_same_run(record, c))
       throw InputError(fmt::format("{}: the config changed since this run started (run id {} → "
                                    "{}); start a new run or restore the config",
                                    paths.dir, record.config["hash"], hash));
+    // A run written under the first id scheme carries today's id from now on.
+    record.config["hash"] = hash;
+    record.config["canonical"] = config::canonical_text(c, false);
     if (record.state == results::RunState::kDone) {
       TrainOutcome done{record.state, record.reason, record.status_step, paths.dir, {}};
       for (const auto& [T, rows] : record.eval)

@@ -29,6 +29,10 @@ struct TrainOutcome {
   std::map<int64_t, double> eval_loss;  // last validation loss by context
 };
 
+// Whether `record` (a run.h5) holds a run of `config`: the same run id, or, for a run written under
+// the first id scheme, a stored config with today's same id.
+bool is_same_run(const results::RunRecord& record, const config::RunConfig& config);
+
 // Throws harness::InputError on bad input, before anything is written.
 TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& options);
 
