@@ -96,8 +96,11 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
   if (use_cuda && !kHaveCudaKernel) no_cuda_kernel();
 
   torch::Tensor qr, kr;
-  if (!use_reference || record_score_std) std::tie(qr, kr) = rotate(q, k);
+  if (!use_reference || record_score_std || stats_recorder) std::tie(qr, kr) = rotate(q, k);
   if (record_score_std) last_score_std = sampled_score_std(qr, kr, method_.score_scale);
+  if (stats_recorder)
+    stats_recorder->add(qr, kr, attention::score_mod(method_, T), logn_scale, alibi_slopes_,
+                        method_.score_scale);
 
   if (use_reference) {
     if (!want_lse) return {reference_attention(q, k, v, method_, logn_scale), torch::Tensor()};

@@ -5,11 +5,13 @@
 #include "attention/method.h"
 #include "attention/method_options.h"
 #include "attention/score_mod.h"
+#include "attention/statistics.h"
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <memory>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -59,6 +61,11 @@ struct CausalAttentionImpl : torch::nn::Module {
   // there are no more than 4096), the same pairs for every batch row and head, pooled.
   bool record_score_std = false;
   double last_score_std = 0.0;
+
+  // When set, every forward pass adds the attention statistics of its last rows (statistics.h):
+  // entropy, mass and entropy by distance band and range, from the rotated q, k and the score-mod
+  // at its T, whatever the kernel. Validations and `harness analyse` set it.
+  std::shared_ptr<AttentionStatsRecorder> stats_recorder;
 
  private:
   std::tuple<torch::Tensor, torch::Tensor> run(const torch::Tensor& q, const torch::Tensor& k,

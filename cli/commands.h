@@ -21,5 +21,9 @@ int train_command(const Args& args);
 int config_command(const Args& args);
 int attention_command(const Args& args);
 int sweep_command(const Args& args);
+int analyse_command(const Args& args);
+int export_command(const Args& args);
+int theory_command(const Args& args);
+int theory_entropy_command(const Args& args);
 
 }  // namespace harness::cli

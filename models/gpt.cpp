@@ -149,6 +149,19 @@ std::vector<double> GPTImpl::score_std() const {
   return out;
 }
 
+void GPTImpl::record_attention_stats(int64_t queries, bool raw_scores) {
+  for (auto& block : block_list)
+    block->attn->core->stats_recorder =
+        queries > 0 ? std::make_shared<attention::AttentionStatsRecorder>(queries, raw_scores) : nullptr;
+}
+
+std::vector<std::shared_ptr<attention::AttentionStatsRecorder>> GPTImpl::attention_stats() const {
+  std::vector<std::shared_ptr<attention::AttentionStatsRecorder>> out;
+  for (const auto& block : block_list)
+    if (block->attn->core->stats_recorder) out.push_back(block->attn->core->stats_recorder);
+  return out;
+}
+
 int64_t GPTImpl::num_parameters() const {
   int64_t n = 0;
   for (const auto& p : parameters()) n += p.numel();

@@ -30,6 +30,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "attention/attention.h"
@@ -94,6 +95,13 @@ struct GPTImpl : torch::nn::Module {
   void set_record_score_std(bool on);
   // Per layer: std of s = scale·q·k in the last forward pass while recording (0 before).
   std::vector<double> score_std() const;
+
+  // From now on every forward pass adds the attention statistics of its last `queries` rows to a
+  // fresh recorder per layer (attention/statistics.h; raw_scores: also the raw-score sample);
+  // queries = 0 stops recording.
+  void record_attention_stats(int64_t queries, bool raw_scores = false);
+  // The recorders, one per layer (empty when not recording).
+  std::vector<std::shared_ptr<attention::AttentionStatsRecorder>> attention_stats() const;
 
   const GPTOptions& options() const { return options_; }
   int64_t num_parameters() const;

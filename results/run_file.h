@@ -9,7 +9,11 @@
 //   /eval/<T>/{step, loss}                                          (E,)  T = context in tokens
 //   /eval/<T>/position_loss                                         (E, buckets)
 //   /eval/<T>/score_std                                             (E, layers)
-// Every dataset is chunked with unlimited max size; each has a `units` attribute.
+//   /eval/<T>/attention/…     attention statistics at each validation (E, layers, heads[, bands])
+//   /analysis/<T>/attention/… `harness analyse`: the same statistics (layers, heads[, …]) and the
+//                             raw-score Gaussianity, for the final model
+// Every dataset is chunked with unlimited max size; each has a `units` attribute. The statistics'
+// datasets are listed in README.md ("Results").
 //
 // Publishing writes a temporary file and renames it over run.h5, so a crash or kill at any moment
 // leaves the previous complete file: results already written are never corrupted.
@@ -19,6 +23,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include "results/dataset_group.h"
 
 namespace results {
 
@@ -33,6 +39,7 @@ struct EvalRows {
   std::vector<double> loss;                        // mean nats per token over the windows
   std::vector<std::vector<double>> position_loss;  // per bucket of positions within the window
   std::vector<std::vector<double>> score_std;      // per layer: std of raw scores s = scale·q·k
+  DatasetGroup attention;  // attention statistics: arrays (E, layers, heads[, …]), or empty
   size_t size() const { return step.size(); }
 };
 
@@ -45,6 +52,7 @@ struct RunRecord {
   int64_t threads = 0;
   TrainRows train;
   std::map<int64_t, EvalRows> eval;            // by context length T
+  std::map<int64_t, DatasetGroup> analysis;    // `harness analyse` of the final model, by T
   RunState state = RunState::kRunning;
   std::string reason;
   int64_t status_step = 0;

@@ -420,7 +420,8 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
   sweep.sweep_dir = (fs::path(base.config.run.out_dir) / sweep.name).string();
   for (auto& run : sweep.runs) run.run_dir = find_run_dir(sweep.sweep_dir, run);
 
-  // Keys that differ between runs (by resolved value), in order of first appearance.
+  // Keys whose resolved values differ between the runs that read them, in order of first
+  // appearance.
   std::vector<std::string> candidates;
   for (const auto& run : sweep.runs)
     for (const auto& s : run.settings)
@@ -430,7 +431,7 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
     const config::KeySpec* spec = config::find_key(key);
     std::set<std::string> values;
     for (const auto& run : sweep.runs)
-      values.insert(spec->is_read(run.loaded.config) ? spec->get(run.loaded.config) : kNotRead);
+      if (spec->is_read(run.loaded.config)) values.insert(spec->get(run.loaded.config));
     if (values.size() > 1) sweep.varying_keys.push_back(key);
   }
   return sweep;

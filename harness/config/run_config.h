@@ -88,6 +88,7 @@ struct RunConfig {
     int64_t batch_size = 4;
     int64_t position_buckets = 8;   // mean loss per bucket of positions within the window
     uint64_t seed = 1234;           // placement of validation windows (shared across runs)
+    int64_t attention_queries = 16; // attention statistics of the last N positions per window; 0: off
   } eval;
 
   struct Run {  // how to run; never changes results, so not part of the run id

@@ -99,6 +99,8 @@ double parse_double(const YAML::Node& n, const Location& at, const std::string& 
   return to_double(s, at, key, expected);
 }
 
+}  // namespace
+
 // "0.16" | "L" | "4L" | "4*L" | "0.25 L" | "L/400" | "2L/3"
 ContextValue parse_context_value(const YAML::Node& n, const Location& at, const std::string& key,
                                  const std::string& expected) {
@@ -118,6 +120,8 @@ ContextValue parse_context_value(const YAML::Node& n, const Location& at, const 
   }
   return ContextValue::absolute(parse_double(n, at, key, expected));
 }
+
+namespace {
 
 // ---- KeySpec builders. `Access` is a generic lambda returning a reference to the member. ----
 
@@ -440,6 +444,10 @@ std::vector<KeySpec> build_schema() {
   s.push_back(integer_key("eval.seed", [](auto& c) -> auto& { return c.eval.seed; }, 0,
                           std::numeric_limits<int64_t>::max(),
                           "placement of validation windows (keep equal across compared runs)"));
+  s.push_back(integer_key("eval.attention_queries",
+                          [](auto& c) -> auto& { return c.eval.attention_queries; }, 0, 4096,
+                          "attention statistics (entropy, mass by distance) of the last N positions "
+                          "of each validation window; 0: off", false));
   // Running (never part of the run id).
   s.push_back(string_key("run.out_dir", [](auto& c) -> auto& { return c.run.out_dir; },
                          "results root", false));

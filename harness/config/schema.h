@@ -45,6 +45,11 @@ struct KeySpec {
 // How a YAML value reads in an error message: 'text', a list, a mapping, or nothing.
 std::string describe(const YAML::Node& node);
 
+// A value written absolutely ("0.16", "1024") or relative to the training context ("L/400",
+// "16L", "0.25*L"); fails at `at` with `expected` otherwise.
+ContextValue parse_context_value(const YAML::Node& node, const Location& at, const std::string& key,
+                                 const std::string& expected);
+
 const std::vector<KeySpec>& schema();
 const KeySpec* find_key(const std::string& path);
 

@@ -1,5 +1,7 @@
 #include "harness/train/evaluate.h"
 
+#include "harness/train/attention_datasets.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -7,11 +9,13 @@
 namespace harness::train {
 
 EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_t batch_size,
-                    int64_t position_buckets, torch::Device device) {
+                    int64_t position_buckets, torch::Device device, int64_t attention_queries,
+                    bool raw_scores) {
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
   model->set_record_score_std(true);
+  model->record_attention_stats(attention_queries, raw_scores);
 
   const int64_t T = windows.context;
   const int64_t N = windows.tokens.size(0);
@@ -37,6 +41,8 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
     ++batches;
   }
   model->set_record_score_std(false);
+  const auto recorders = model->attention_stats();
+  model->record_attention_stats(0);
   if (was_training) model->train();
 
   EvalResult r;
@@ -49,6 +55,7 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   const auto mean_per_bucket = (per_bucket / counts).contiguous();
   r.position_loss.assign(mean_per_bucket.data_ptr<double>(), mean_per_bucket.data_ptr<double>() + buckets);
   for (double s : score_std_sum) r.score_std.push_back(s / double(std::max<int64_t>(batches, 1)));
+  r.attention = attention_datasets(recorders, raw_scores);
   return r;
 }
 

@@ -1,5 +1,6 @@
-// Validation at one context: mean loss over fixed windows, loss by position bucket, and the
-// per-layer std of raw attention scores.
+// Validation at one context: mean loss over fixed windows, loss by position bucket, the per-layer
+// std of raw attention scores, and (attention_queries > 0) the attention statistics of the last
+// attention_queries positions of every window (harness/train/attention_datasets.h).
 #pragma once
 
 #include <torch/types.h>
@@ -9,6 +10,7 @@
 
 #include "harness/data/windows.h"
 #include "models/gpt.h"
+#include "results/dataset_group.h"
 
 namespace harness::train {
 
@@ -17,9 +19,12 @@ struct EvalResult {
   double loss = 0.0;                  // mean nats/token over all windows and positions
   std::vector<double> position_loss;  // mean nats/token per equal-width bucket of positions
   std::vector<double> score_std;      // per layer, averaged over batches
+  results::DatasetGroup attention;    // (layers, heads, …) arrays; empty when not asked for
 };
 
+// raw_scores: the attention statistics also hold the raw-score moments and QQ quantiles.
 EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_t batch_size,
-                    int64_t position_buckets, torch::Device device);
+                    int64_t position_buckets, torch::Device device, int64_t attention_queries = 0,
+                    bool raw_scores = false);
 
 }  // namespace harness::train

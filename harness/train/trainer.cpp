@@ -201,12 +201,13 @@ TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& optio
     std::vector<std::string> parts;
     for (const auto& [T, windows] : setup->eval_windows) {
       const EvalResult r = evaluate(model, windows, c.eval.batch_size, c.eval.position_buckets,
-                                    setup->device);
+                                    setup->device, c.eval.attention_queries);
       auto& rows = record.eval[T];
       rows.step.push_back(step);
       rows.loss.push_back(r.loss);
       rows.position_loss.push_back(r.position_loss);
       rows.score_std.push_back(r.score_std);
+      if (!r.attention.empty()) rows.attention.append_row(r.attention);
       outcome.eval_loss[T] = r.loss;
       parts.push_back(fmt::format("{}: {:.4f}", T, r.loss));
     }

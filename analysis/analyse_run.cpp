@@ -1,0 +1,121 @@
+#include "analysis/analyse_run.h"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <map>
+
+#include "attention/method.h"
+#include "harness/config/engine_options.h"
+#include "harness/train/evaluate.h"
+#include "harness/train/finished_run.h"
+#include "harness/util/errors.h"
+#include "results/run_file.h"
+#include "sweeps/run_lock.h"
+
+namespace analysis {
+
+using harness::InputError;
+
+namespace {
+
+// The settings an analysis was made at: the same settings, the same numbers.
+std::map<std::string, std::string> settings(int64_t windows, int64_t queries, uint64_t seed,
+                                            int64_t step) {
+  return {{"windows", std::to_string(windows)},
+          {"queries_per_window", std::to_string(queries)},
+          {"eval_seed", std::to_string(seed)},
+          {"checkpoint_step", std::to_string(step)}};
+}
+
+bool same_settings(const results::DatasetGroup& g, const std::map<std::string, std::string>& s) {
+  for (const auto& [key, value] : s) {
+    const auto it = g.attributes.find(key);
+    if (it == g.attributes.end() || it->second != value) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
+                           const std::function<void(const std::string&)>& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  auto run = harness::train::open_finished_run(run_dir);  // reads only: a missing run stays missing
+  harness::sweeps::RunLock lock;
+  if (!lock.try_acquire(run_dir)) {
+    std::string holder;
+    harness::sweeps::run_lock_held(run_dir, &holder);
+    throw InputError(fmt::format("{}: the run is locked by {} (training or being analysed); try "
+                                 "again when it is free", run_dir, holder.empty() ? "another process" : holder));
+  }
+  const auto& c = run.loaded.config;
+  const int64_t windows = o.windows > 0 ? o.windows : c.eval.windows;
+  const int64_t queries = o.queries > 0 ? o.queries : (c.eval.attention_queries > 0 ? c.eval.attention_queries : 16);
+  const int64_t batch = o.batch_size > 0 ? o.batch_size : c.eval.batch_size;
+  std::vector<int64_t> contexts;
+  if (o.contexts.empty()) {
+    contexts = c.eval_contexts();
+  } else {
+    for (const auto& v : o.contexts) {
+      const double t = v.resolve(c.train.context);
+      if (!(t >= 1) || std::fabs(t - std::round(t)) > 1e-9)
+        throw InputError(fmt::format("--contexts: '{}' is {} tokens at L = {}, not a whole number of "
+                                     "tokens >= 1", v.text(), t, c.train.context));
+      contexts.push_back(std::llround(t));
+    }
+  }
+
+  // Everything checked before any work: contexts the model and the data can take.
+  std::map<int64_t, harness::data::EvalWindows> eval_windows;
+  const auto method = attention::resolve_method(harness::config::method_options(c));
+  for (const int64_t T : contexts) {
+    try {
+      attention::check_context(method, T);
+    } catch (const std::invalid_argument& e) {
+      throw InputError(fmt::format("--contexts: {}", e.what()));
+    }
+    try {
+      eval_windows.emplace(T, run.dataset->eval_windows(T, windows, c.eval.seed));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("context {}: {}", T, e.what()));
+    }
+  }
+
+  AnalyseOutcome out;
+  out.run_dir = run_dir;
+  const auto wanted = settings(windows, queries, c.eval.seed, run.record.status_step);
+  std::map<int64_t, results::DatasetGroup> done;
+  for (const auto& [T, w] : eval_windows) {
+    const auto existing = run.record.analysis.find(T);
+    if (!o.force && existing != run.record.analysis.end() && same_settings(existing->second, wanted)) {
+      out.skipped.push_back(T);
+      if (progress) progress(fmt::format("T = {}: already analysed at these settings", T));
+      continue;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = harness::train::evaluate(run.model, w, batch, /*position_buckets=*/1, torch::kCPU,
+                                            queries, /*raw_scores=*/true);
+    results::DatasetGroup g = r.attention;
+    for (const auto& [key, value] : wanted) g.attributes[key] = value;
+    g.arrays["loss"] = {{1}, {r.loss}, "nats/token, mean over the windows"};
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    g.attributes["seconds"] = fmt::format("{:.1f}", seconds);
+    done[T] = std::move(g);
+    out.analysed.push_back(T);
+    if (progress)
+      progress(fmt::format("T = {}: loss {:.4f}, {} windows × {} queries, {:.1f} s", T, r.loss,
+                           windows, queries, seconds));
+  }
+  if (!done.empty()) {
+    // Re-read under the lock, so nothing written since opening is lost.
+    results::RunRecord record = results::read_run_file(run.paths.results);
+    for (auto& [T, g] : done) record.analysis[T] = std::move(g);
+    results::publish(record, run.paths.results);
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
+}
+
+}  // namespace analysis

@@ -1,0 +1,49 @@
+// `harness export curves`: the paper's figures as data (one CSV per figure, header row) and as
+// pictures (gnuplot → SVG and PNG; analysis/plot.h), from a sweep file, a run or results directory,
+// or a theory file:
+//
+//   runs:   loss_vs_step_T<T>       validation loss against step, a line per run
+//           loss_vs_tau             final loss against τ/L per context, error bars over seeds (Fig. 5)
+//           entropy_vs_context      attention entropy against T (Fig. 1), theory overlaid if given
+//           recent_mass_vs_context  attention on the last 100 keys against T, theory overlaid
+//           band_mass_T<T>          attention mass per distance band at the longest T
+//           range_entropy_T<T>      entropy in [t, tΔ) against t at the longest T (Fig. 2)
+//           qq_T<T>                 raw-score quantiles against normal ones (Appendix J; needs
+//                                   `harness analyse`)
+//   theory: theory_entropy_vs_context, theory_recent_mass_vs_context, theory_band_entropy,
+//           theory_range_entropy_D<Δ> with the ln t and √(ln t) fits (Figs 2, 6), theory_lemma1
+//
+// Series are groups of runs that differ only in the seed (mean ± standard error over seeds).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "analysis/plot.h"
+
+namespace analysis {
+
+struct CurvesOptions {
+  std::string out_dir;
+  std::string theory;  // a `harness theory entropy` file to overlay on the runs' figures
+};
+
+struct FigureFiles {
+  std::string name;
+  std::vector<std::string> csv;
+  RenderResult render;
+};
+
+struct CurvesResult {
+  std::vector<FigureFiles> figures;
+  std::vector<std::string> notes;  // figures not drawn and why; unreadable files
+};
+
+// Throws harness::InputError when the input is none of the accepted kinds.
+CurvesResult export_curves(const std::string& input, const CurvesOptions& options);
+
+// The file kind of an HDF5 results file: its root `kind` attribute ("theory-entropy", ...), or ""
+// (run.h5 files and anything else).
+std::string results_file_kind(const std::string& path);
+
+}  // namespace analysis

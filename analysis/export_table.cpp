@@ -1,0 +1,363 @@
+#include "analysis/export_table.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "harness/util/errors.h"
+
+namespace analysis {
+
+using harness::InputError;
+
+namespace {
+
+const char* kMetricForms =
+    "loss, attention/<statistic>[@t or @txD] (validation), analysis/<statistic>[@t or @txD] "
+    "(harness analyse); statistics: entropy, recent_mass, band_mass, band_entropy, range_mass, "
+    "range_entropy, and for analysis/ also loss, score_mean, score_std, score_skewness, "
+    "score_excess_kurtosis";
+
+const results::DatasetGroup* group_of(const results::RunRecord& r, const MetricSpec& m, int64_t T) {
+  if (m.source == "analysis") {
+    const auto it = r.analysis.find(T);
+    return it == r.analysis.end() ? nullptr : &it->second;
+  }
+  const auto it = r.eval.find(T);
+  return it == r.eval.end() || it->second.attention.empty() ? nullptr : &it->second.attention;
+}
+
+// The index along the last axis that @t / @txΔ selects, or −1 when absent.
+int64_t selected_index(const results::DatasetGroup& g, const MetricSpec& m) {
+  const bool band = m.name.rfind("band_", 0) == 0;
+  if (!g.integers.count(band ? "band_edges" : "range_start")) return -1;
+  if (band) {
+    const auto& edges = g.integers.at("band_edges");
+    for (size_t b = 0; b + 1 < edges.size(); ++b)
+      if (edges[b] == m.at) return int64_t(b);
+    return -1;
+  }
+  const auto& start = g.integers.at("range_start");
+  const auto& ratio = g.integers.at("range_ratio");
+  for (size_t r = 0; r < start.size(); ++r)
+    if (start[r] == m.at && ratio[r] == m.ratio) return int64_t(r);
+  return -1;
+}
+
+bool per_distance(const std::string& name) {
+  return name.rfind("band_", 0) == 0 || name.rfind("range_", 0) == 0;
+}
+
+}  // namespace
+
+MetricSpec parse_metric(const std::string& text) {
+  static const std::regex form(R"(^(loss)$|^(attention|analysis)/([a-z_]+)(@([0-9]+)(x([0-9]+))?)?$)");
+  std::smatch m;
+  if (!std::regex_match(text, m, form))
+    throw InputError(fmt::format("--metric: '{}' is not a metric; expected {}", text, kMetricForms));
+  MetricSpec spec;
+  spec.text = text;
+  if (m[1].matched) {
+    spec.source = "eval";
+    spec.name = "loss";
+    return spec;
+  }
+  spec.source = m[2].str() == "attention" ? "eval" : "analysis";
+  spec.name = m[3].str();
+  static const std::set<std::string> eval_names = {"entropy", "recent_mass", "band_mass",
+                                                   "band_entropy", "range_mass", "range_entropy"};
+  static const std::set<std::string> analysis_only = {"loss", "score_mean", "score_std", "score_skewness",
+                                                      "score_excess_kurtosis"};
+  if (!eval_names.count(spec.name) && !(spec.source == "analysis" && analysis_only.count(spec.name)))
+    throw InputError(fmt::format("--metric: unknown statistic '{}' in '{}'; expected {}", spec.name,
+                                 text, kMetricForms));
+  if (m[4].matched) spec.at = std::stoll(m[5].str());
+  if (m[6].matched) spec.ratio = std::stoll(m[7].str());
+  const bool band = spec.name.rfind("band_", 0) == 0, range = spec.name.rfind("range_", 0) == 0;
+  if (band && (spec.at < 0 || spec.ratio >= 0))
+    throw InputError(fmt::format("--metric: {} is per distance band: write {}@t for the band that "
+                                 "starts at distance t (0, 1, 10, 100, ...)", spec.name, text));
+  if (range && (spec.at < 1 || spec.ratio < 2))
+    throw InputError(fmt::format("--metric: {} is per range [t, tD): write {}@<t>x<D>, e.g. {}@10x2",
+                                 spec.name, text.substr(0, text.find('@')), spec.name));
+  if (!band && !range && spec.at >= 0)
+    throw InputError(fmt::format("--metric: {} takes no @ selection", spec.name));
+  return spec;
+}
+
+std::vector<int64_t> metric_contexts(const results::RunRecord& r, const MetricSpec& m) {
+  std::vector<int64_t> out;
+  if (m.source == "analysis") {
+    for (const auto& [T, g] : r.analysis) out.push_back(T);
+  } else {
+    for (const auto& [T, rows] : r.eval)
+      if (m.name == "loss" ? !rows.loss.empty() : !rows.attention.empty()) out.push_back(T);
+  }
+  return out;
+}
+
+std::optional<double> metric_value(const results::RunRecord& r, const MetricSpec& m, int64_t T) {
+  if (m.source == "eval" && m.name == "loss") {
+    const auto it = r.eval.find(T);
+    if (it == r.eval.end() || it->second.loss.empty()) return std::nullopt;
+    return it->second.loss.back();
+  }
+  const results::DatasetGroup* g = group_of(r, m, T);
+  if (!g) return std::nullopt;
+  const auto a = g->arrays.find(m.name);
+  if (a == g->arrays.end() || a->second.values.empty()) return std::nullopt;
+  const results::Array& array = a->second;
+  // Validation arrays lead with the evaluation: take the last.
+  size_t begin = 0, count = array.values.size();
+  if (m.source == "eval") {
+    count = array.row_size();
+    begin = (array.rows() - 1) * count;
+  }
+  int64_t pick = -1;
+  size_t inner = 1;
+  if (per_distance(m.name)) {
+    pick = selected_index(*g, m);
+    if (pick < 0) return std::nullopt;
+    inner = size_t(array.shape.back());
+  }
+  double sum = 0;
+  size_t n = 0;
+  for (size_t i = begin; i < begin + count; ++i) {
+    if (pick >= 0 && int64_t((i - begin) % inner) != pick) continue;
+    if (std::isnan(array.values[i])) continue;
+    sum += array.values[i];
+    ++n;
+  }
+  if (n == 0) return std::nullopt;
+  return sum / double(n);
+}
+
+Table build_table(const RunSet& set, const TableOptions& o) {
+  const MetricSpec metric = parse_metric(o.metric);
+  const auto is_key = [&](const std::string& k) {
+    return k == "context" || std::find(set.keys.begin(), set.keys.end(), k) != set.keys.end();
+  };
+  std::vector<std::string> cols = o.cols.empty() ? std::vector<std::string>{"context"} : o.cols;
+  std::vector<std::string> rows = o.rows;
+  if (rows.empty())
+    for (const auto& k : set.keys)
+      if (k != "train.seed" && std::find(cols.begin(), cols.end(), k) == cols.end()) rows.push_back(k);
+  for (const auto& k : rows)
+    if (!is_key(k))
+      throw InputError(fmt::format("--rows: '{}' does not vary in {}; choose among: context{}{}", k, set.name,
+                                   set.keys.empty() ? "" : ", ", fmt::join(set.keys, ", ")));
+  for (const auto& k : cols)
+    if (!is_key(k))
+      throw InputError(fmt::format("--cols: '{}' does not vary in {}; choose among: context{}{}", k, set.name,
+                                   set.keys.empty() ? "" : ", ", fmt::join(set.keys, ", ")));
+  for (const auto& k : set.keys)
+    if (k != "train.seed" && std::find(rows.begin(), rows.end(), k) == rows.end() &&
+        std::find(cols.begin(), cols.end(), k) == cols.end())
+      throw InputError(fmt::format("'{}' varies between the runs: add it to --rows or --cols (only "
+                                   "train.seed is averaged)", k));
+
+  Table t;
+  t.row_keys = rows;
+  t.col_keys = cols;
+  t.warnings = set.warnings;
+  t.title = fmt::format("{}: {}", set.name, metric.text);
+  // One sample per (done run, context): its labels along rows and columns.
+  struct Sample {
+    std::vector<std::string> row, col;
+    double value;
+  };
+  std::vector<Sample> samples;
+  int64_t common_L = -1;
+  for (const auto& run : set.runs) {
+    if (run.state != "done" || !run.record) {
+      std::vector<std::string> where;
+      for (const auto& k : set.keys) where.push_back(k + "=" + run.values.at(k));
+      t.missing.push_back(fmt::format("{} ({}{}{})", run.id, run.state, where.empty() ? "" : ": ",
+                                      fmt::join(where, " ")));
+      continue;
+    }
+    common_L = common_L < 0 || common_L == run.train_context ? run.train_context : 0;
+    for (const int64_t T : metric_contexts(*run.record, metric)) {
+      const auto v = metric_value(*run.record, metric, T);
+      if (!v) continue;
+      const auto label = [&](const std::vector<std::string>& keys) {
+        std::vector<std::string> out;
+        for (const auto& k : keys) out.push_back(k == "context" ? std::to_string(T) : run.values.at(k));
+        return out;
+      };
+      samples.push_back({label(rows), label(cols), *v});
+    }
+  }
+  // Rows and columns in first-seen order; contexts ascending.
+  const auto ordered = [&](bool is_row) {
+    std::vector<std::vector<std::string>> out;
+    for (const auto& s : samples) {
+      const auto& l = is_row ? s.row : s.col;
+      if (std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
+    }
+    const auto& keys = is_row ? rows : cols;
+    const auto context_at = std::find(keys.begin(), keys.end(), "context");
+    if (context_at != keys.end()) {
+      const size_t c = size_t(context_at - keys.begin());
+      std::stable_sort(out.begin(), out.end(), [c](const auto& a, const auto& b) {
+        return std::stoll(a[c]) < std::stoll(b[c]);
+      });
+    }
+    return out;
+  };
+  t.rows = ordered(true);
+  t.cols = ordered(false);
+  for (const auto& col : t.cols) {
+    std::vector<std::string> parts;
+    for (size_t k = 0; k < cols.size(); ++k) {
+      if (cols[k] != "context") {
+        parts.push_back(cols.size() == 1 ? col[k] : cols[k] + "=" + col[k]);
+        continue;
+      }
+      const int64_t T = std::stoll(col[k]);
+      parts.push_back(common_L > 0 && T % common_L == 0 ? fmt::format("{} ({}L)", T, T / common_L)
+                                                       : std::to_string(T));
+    }
+    t.col_names.push_back(fmt::format("{}", fmt::join(parts, " ")));
+  }
+  t.cells.assign(t.rows.size(), std::vector<std::optional<Cell>>(t.cols.size()));
+  for (size_t r = 0; r < t.rows.size(); ++r)
+    for (size_t c = 0; c < t.cols.size(); ++c) {
+      std::vector<double> v;
+      for (const auto& s : samples)
+        if (s.row == t.rows[r] && s.col == t.cols[c]) v.push_back(s.value);
+      if (v.empty()) continue;
+      Cell cell;
+      cell.n = int(v.size());
+      for (const double x : v) cell.mean += x / double(v.size());
+      double ss = 0;
+      for (const double x : v) ss += (x - cell.mean) * (x - cell.mean);
+      cell.se = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1) / double(v.size())) : std::nan("");
+      t.cells[r][c] = cell;
+    }
+  // Best per column.
+  std::string best = o.best;
+  if (best.empty()) best = metric.name == "loss" || metric.name == "entropy" ? "min" : "none";
+  if (best != "min" && best != "max" && best != "none")
+    throw InputError(fmt::format("--best: expected min, max or none, got '{}'", best));
+  t.best.assign(t.rows.size(), std::vector<bool>(t.cols.size(), false));
+  if (best != "none")
+    for (size_t c = 0; c < t.cols.size(); ++c) {
+      std::optional<size_t> at;
+      for (size_t r = 0; r < t.rows.size(); ++r) {
+        if (!t.cells[r][c]) continue;
+        const double x = t.cells[r][c]->mean;
+        if (!at || (best == "min" ? x < t.cells[*at][c]->mean : x > t.cells[*at][c]->mean)) at = r;
+      }
+      if (at) t.best[*at][c] = true;
+    }
+  return t;
+}
+
+namespace {
+
+std::string cell_text(const std::optional<Cell>& cell, const char* pm) {
+  if (!cell) return "–";
+  if (cell->n < 2) return fmt::format("{:.4f} (1)", cell->mean);
+  return fmt::format("{:.4f} {} {:.4f} ({})", cell->mean, pm, cell->se, cell->n);
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (const char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return out + "\"";
+}
+
+std::string tex_escape(const std::string& s) {
+  std::string out;
+  for (const char ch : s) {
+    if (ch == '_' || ch == '&' || ch == '%' || ch == '#' || ch == '$') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+std::string footer(const Table& t, const std::string& prefix) {
+  std::string out;
+  if (!t.missing.empty()) {
+    out += fmt::format("{}missing: {} run{} not done\n", prefix, t.missing.size(), t.missing.size() == 1 ? "" : "s");
+    for (const auto& m : t.missing) out += fmt::format("{}  {}\n", prefix, m);
+  }
+  for (const auto& w : t.warnings) out += fmt::format("{}warning: {}\n", prefix, w);
+  return out;
+}
+
+}  // namespace
+
+std::string format_table(const Table& t, const std::string& format) {
+  std::string out;
+  if (format == "md") {
+    std::vector<std::string> head = t.row_keys;
+    head.insert(head.end(), t.col_names.begin(), t.col_names.end());
+    std::string rule;
+    for (size_t i = 0; i < head.size(); ++i) rule += " --- |";
+    out += fmt::format("| {} |\n|{}\n", fmt::join(head, " | "), rule);
+    for (size_t r = 0; r < t.rows.size(); ++r) {
+      std::vector<std::string> fields = t.rows[r];
+      for (size_t c = 0; c < t.cols.size(); ++c) {
+        const std::string text = cell_text(t.cells[r][c], "±");
+        fields.push_back(t.best[r][c] ? "**" + text + "**" : text);
+      }
+      out += fmt::format("| {} |\n", fmt::join(fields, " | "));
+    }
+    out += fmt::format("\nmean ± standard error over seeds (number of seeds); ** best per column. {}\n", t.title);
+    return out + footer(t, "");
+  }
+  if (format == "csv") {
+    std::vector<std::string> head;
+    for (const auto& k : t.row_keys) head.push_back(csv_field(k));
+    for (const auto& c : t.col_names)
+      for (const char* part : {" mean", " se", " n"}) head.push_back(csv_field(c + part));
+    out += fmt::format("{}\n", fmt::join(head, ","));
+    for (size_t r = 0; r < t.rows.size(); ++r) {
+      std::vector<std::string> fields;
+      for (const auto& v : t.rows[r]) fields.push_back(csv_field(v));
+      for (size_t c = 0; c < t.cols.size(); ++c) {
+        const auto& cell = t.cells[r][c];
+        fields.push_back(cell ? fmt::format("{:.9g}", cell->mean) : "");
+        fields.push_back(cell && cell->n > 1 ? fmt::format("{:.9g}", cell->se) : "");
+        fields.push_back(cell ? std::to_string(cell->n) : "0");
+      }
+      out += fmt::format("{}\n", fmt::join(fields, ","));
+    }
+    return out;
+  }
+  if (format == "tex") {
+    const size_t nk = t.row_keys.size(), nc = t.col_names.size();
+    out += fmt::format("% {}: mean $\\pm$ standard error over seeds (seeds); bold: best per column\n",
+                       tex_escape(t.title));
+    out += fmt::format("\\begin{{tabular}}{{{}|{}}}\n\\hline\n", std::string(nk, 'l'), std::string(nc, 'c'));
+    std::vector<std::string> head;
+    for (const auto& k : t.row_keys) head.push_back(tex_escape(k));
+    for (const auto& c : t.col_names) head.push_back(tex_escape(c));
+    out += fmt::format("{} \\\\\n\\hline\n", fmt::join(head, " & "));
+    for (size_t r = 0; r < t.rows.size(); ++r) {
+      std::vector<std::string> fields;
+      for (const auto& v : t.rows[r]) fields.push_back(tex_escape(v == "–" ? "--" : v));
+      for (size_t c = 0; c < t.cols.size(); ++c) {
+        const auto& cell = t.cells[r][c];
+        std::string text = !cell ? "--"
+                           : cell->n < 2 ? fmt::format("{:.4f} (1)", cell->mean)
+                                         : fmt::format("{:.4f} $\\pm$ {:.4f} ({})", cell->mean, cell->se, cell->n);
+        fields.push_back(t.best[r][c] ? "\\textbf{" + text + "}" : text);
+      }
+      out += fmt::format("{} \\\\\n", fmt::join(fields, " & "));
+    }
+    out += "\\hline\n\\end{tabular}\n";
+    return out + footer(t, "% ");
+  }
+  throw InputError(fmt::format("--format: expected md, csv or tex, got '{}'", format));
+}
+
+}  // namespace analysis

@@ -1,0 +1,69 @@
+// `harness export table`: any scalar the run files hold, as mean ± standard error over seeds, in
+// rows and columns chosen among the keys that vary and the context; Markdown, CSV or LaTeX. The
+// paper's Table 1 (methods × 1L/4L/16L) is the default layout of a sweep over methods.
+//
+// Metrics (README.md, "Export"):
+//   loss                        final validation loss at each context (/eval/<T>/loss, last row)
+//   attention/<name>[@t[xΔ]]    a validation attention statistic at the last validation, mean over
+//                               layers and heads; @t picks the band starting at distance t, @txΔ
+//                               the range [t, tΔ)  (entropy, recent_mass, band_mass@10, ...)
+//   analysis/<name>[@…]         the same from `harness analyse` (/analysis/<T>/attention), also
+//                               loss and the raw-score moments (score_std, score_excess_kurtosis)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/run_set.h"
+#include "results/run_file.h"
+
+namespace analysis {
+
+struct MetricSpec {
+  std::string text;              // as given
+  std::string source;            // "eval" | "analysis"
+  std::string name;              // "loss", "entropy", "band_mass", ...
+  int64_t at = -1, ratio = -1;   // band start (ratio < 0) or range [at, at·ratio); −1: none
+};
+// Throws harness::InputError listing the accepted forms.
+MetricSpec parse_metric(const std::string& text);
+
+// The contexts a record has the metric at, and its value there (nullopt when absent).
+std::vector<int64_t> metric_contexts(const results::RunRecord& record, const MetricSpec& metric);
+std::optional<double> metric_value(const results::RunRecord& record, const MetricSpec& metric,
+                                   int64_t context);
+
+struct TableOptions {
+  std::string metric = "loss";
+  std::vector<std::string> rows;  // keys (or "context"); empty: every varying key but the seed
+  std::vector<std::string> cols;  // empty: {"context"}
+  std::string best;               // min | max | none; "": min for loss and entropy, else none
+};
+
+struct Cell {
+  double mean = 0, se = 0;  // se: sample sd / √n (NaN when n = 1)
+  int n = 0;                // seeds (runs) averaged
+};
+
+struct Table {
+  std::string title;
+  std::vector<std::string> row_keys, col_keys;
+  std::vector<std::vector<std::string>> rows, cols;  // label values per row / column
+  std::vector<std::string> col_names;                // one header per column
+  std::vector<std::vector<std::optional<Cell>>> cells;  // [row][col]
+  std::vector<std::vector<bool>> best;                  // [row][col]
+  std::vector<std::string> missing;   // one line per run that is not done
+  std::vector<std::string> warnings;  // unreadable files
+};
+
+// Throws harness::InputError for an unknown metric or key, or a varying key in neither rows
+// nor cols (the seed excepted: it is what is averaged).
+Table build_table(const RunSet& runs, const TableOptions& options);
+
+// "md" | "csv" | "tex". CSV columns: the row keys, then for each column "<name> mean",
+// "<name> se", "<name> n".
+std::string format_table(const Table& table, const std::string& format);
+
+}  // namespace analysis

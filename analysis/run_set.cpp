@@ -1,0 +1,112 @@
+#include "analysis/run_set.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "harness/config/schema.h"
+#include "harness/util/errors.h"
+#include "results/run_paths.h"
+#include "sweeps/run_status.h"
+#include "sweeps/sweep_file.h"
+
+namespace fs = std::filesystem;
+
+namespace analysis {
+
+namespace {
+
+// The record of a run directory, or a warning naming the file.
+std::optional<results::RunRecord> read_record(const std::string& dir, std::vector<std::string>& warnings) {
+  const results::RunPaths paths(dir);
+  if (!fs::exists(paths.results)) return std::nullopt;
+  try {
+    return results::read_run_file(paths.results);
+  } catch (const std::exception& e) {
+    warnings.push_back(fmt::format("skipped {}: unreadable ({})", paths.results, e.what()));
+    return std::nullopt;
+  }
+}
+
+RunSet from_sweep(const std::string& path) {
+  const auto sweep = harness::sweeps::load_sweep(path);
+  RunSet set;
+  set.name = sweep.name;
+  set.keys = sweep.varying_keys;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    const auto& run = sweep.runs[i];
+    RunEntry e;
+    e.id = run.id;
+    e.dir = run.run_dir;
+    e.state = harness::sweeps::to_string(harness::sweeps::inspect_run(run).state);
+    e.record = read_record(run.run_dir, set.warnings);
+    if (!e.record && fs::exists(results::RunPaths(run.run_dir).results)) e.state = "unreadable";
+    for (const auto& key : set.keys) e.values[key] = sweep.value_text(i, key);
+    e.train_context = run.loaded.config.train.context;
+    e.config = run.loaded.config;
+    set.runs.push_back(std::move(e));
+  }
+  return set;
+}
+
+RunSet from_directory(const std::string& root) {
+  RunSet set;
+  set.name = root;
+  std::vector<std::string> dirs;
+  if (fs::exists(results::RunPaths(root).results)) {
+    dirs.push_back(root);
+  } else {
+    for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+      if (it.depth() > 2) it.disable_recursion_pending();
+      if (it->is_regular_file() && it->path().filename() == "run.h5")
+        dirs.push_back(it->path().parent_path().string());
+    }
+    std::sort(dirs.begin(), dirs.end());
+  }
+  if (dirs.empty()) throw harness::InputError(fmt::format("{}: no run directories (no run.h5) found", root));
+  std::vector<harness::config::RunConfig> configs;
+  for (const auto& dir : dirs) {
+    RunEntry e;
+    e.dir = dir;
+    e.id = dir == root ? fs::path(dir).filename().string() : fs::relative(dir, root).string();
+    e.record = read_record(dir, set.warnings);
+    if (!e.record) continue;
+    e.state = results::to_string(e.record->state);
+    try {
+      const auto& canonical = e.record->config.at("canonical");
+      configs.push_back(harness::config::load_run_config_text(canonical, dir + "/run.h5:/config/canonical").config);
+    } catch (const std::exception& ex) {
+      set.warnings.push_back(fmt::format("skipped {}/run.h5: its config does not load ({})", dir, ex.what()));
+      continue;
+    }
+    e.train_context = configs.back().train.context;
+    e.config = configs.back();
+    set.runs.push_back(std::move(e));
+  }
+  // Keys whose values differ between the runs that read them, in schema order.
+  for (const auto& spec : harness::config::schema()) {
+    if (!spec.affects_results) continue;
+    std::set<std::string> read_values;
+    std::vector<std::string> values;
+    for (const auto& c : configs) {
+      values.push_back(spec.is_read(c) ? spec.get(c) : harness::sweeps::kNotRead);
+      if (spec.is_read(c)) read_values.insert(values.back());
+    }
+    if (read_values.size() < 2) continue;
+    set.keys.push_back(spec.path);
+    for (size_t i = 0; i < set.runs.size(); ++i) set.runs[i].values[spec.path] = values[i];
+  }
+  return set;
+}
+
+}  // namespace
+
+RunSet load_run_set(const std::string& path) {
+  if (fs::is_directory(path)) return from_directory(path);
+  if (!fs::exists(path)) throw harness::InputError(fmt::format("{}: no such sweep file or run directory", path));
+  return from_sweep(path);
+}
+
+}  // namespace analysis

@@ -1,0 +1,301 @@
+#include "analysis/theory_entropy.h"
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "attention/score_mod.h"
+#include "attention/statistics.h"
+#include "results/hdf5_io.h"
+
+namespace analysis {
+
+namespace {
+
+// Running mean and standard error (Welford).
+struct Mean {
+  int64_t n = 0;
+  double mean = 0, m2 = 0;
+  void add(double x) {
+    ++n;
+    const double d = x - mean;
+    mean += d / double(n);
+    m2 += d * (x - mean);
+  }
+  double se() const { return n > 1 ? std::sqrt(m2 / double(n - 1) / double(n)) : std::nan(""); }
+};
+
+struct Transform {
+  std::string name, kind;
+  double tau = 0;
+  attention::ScoreMod mod;
+};
+
+std::vector<Transform> transforms(const EntropyTheoryOptions& o, std::vector<float>& head_scale) {
+  std::vector<Transform> out;
+  out.push_back({"standard", "standard", 0, attention::ScoreMod{}});
+  head_scale.assign(1, float(o.logn_scale));
+  Transform logn{"logn", "logn", 0, attention::ScoreMod{}};
+  logn.mod.row = attention::RowFactor::kLogN;
+  logn.mod.head_scale = head_scale.data();
+  out.push_back(logn);
+  for (const double tau : o.taus) {
+    if (!(tau > 0) || !std::isfinite(tau))
+      throw std::invalid_argument(fmt::format("theory entropy: tau must be > 0, got {}", tau));
+    Transform si{fmt::format("scale-invariant-tau{}", tau), "scale-invariant", tau, attention::ScoreMod{}};
+    si.mod.distance = attention::DistanceMod::kScaleInvariant;
+    si.mod.inv_tau = float(1.0 / tau);
+    out.push_back(si);
+  }
+  return out;
+}
+
+// IID N(0, 1) raw scores of trial `trial` at N keys: the same draws for every transform (common
+// random numbers), independent of the thread that draws them.
+void draw(std::vector<double>& z, int64_t n, uint64_t seed, int64_t keys, int64_t trial) {
+  std::seed_seq seq{uint32_t(seed), uint32_t(seed >> 32), uint32_t(keys), uint32_t(trial)};
+  std::mt19937_64 rng(seq);
+  std::normal_distribution<double> normal;
+  z.resize(size_t(n));
+  for (auto& x : z) x = normal(rng);
+}
+
+// Logits by distance of the query that sees N keys (i = N − 1), through the kernels' policy.
+struct Tables {
+  std::vector<double> mult, bias;
+  Tables(const attention::ScoreMod& mod, int64_t keys) : mult(size_t(keys)), bias(size_t(keys)) {
+    const int i = int(keys - 1);
+    for (int t = 0; t < keys; ++t) {
+      mult[t] = attention::multiplier<double>(mod, i, t, 0) * double(mod.scale);
+      bias[t] = attention::distance_bias<double>(mod, t, 0);
+    }
+  }
+  void logits(const std::vector<double>& z, std::vector<double>& l) const {
+    l.resize(z.size());
+    for (size_t t = 0; t < z.size(); ++t) l[t] = mult[t] * z[t] + bias[t];
+  }
+};
+
+results::Array array(std::vector<int64_t> shape, std::vector<double> values, std::string units) {
+  return {std::move(shape), std::move(values), std::move(units)};
+}
+
+// Adds `name` and `name_se` from per-index means.
+void put(results::DatasetGroup& g, const std::string& name, std::vector<int64_t> shape,
+         const std::vector<Mean>& means, const std::string& units) {
+  std::vector<double> m, se;
+  for (const auto& x : means) m.push_back(x.n ? x.mean : std::nan("")), se.push_back(x.se());
+  g.arrays[name] = array(shape, m, units);
+  g.arrays[name + "_se"] = array(std::move(shape), se, "standard error of " + name + " over trials");
+}
+
+}  // namespace
+
+LineFit fit_line(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() != y.size() || x.size() < 2) throw std::invalid_argument("fit_line: need two points or more");
+  const double n = double(x.size());
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) mx += x[i] / n, my += y[i] / n;
+  double sxx = 0, sxy = 0, syy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxx += (x[i] - mx) * (x[i] - mx);
+    sxy += (x[i] - mx) * (y[i] - my);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  LineFit f;
+  f.slope = sxx > 0 ? sxy / sxx : 0.0;
+  f.intercept = my - f.slope * mx;
+  f.r2 = sxx > 0 && syy > 0 ? sxy * sxy / (sxx * syy) : 1.0;
+  return f;
+}
+
+std::vector<TheoryTransform> entropy_theory(const EntropyTheoryOptions& o,
+                                            const std::function<void(const std::string&)>& progress) {
+  std::vector<int64_t> contexts = o.contexts;
+  if (contexts.empty())
+    for (const int64_t n : attention::log_grid(100000))
+      if (n >= 10) contexts.push_back(n);
+  if (o.trials < 2) throw std::invalid_argument("theory entropy: trials must be >= 2");
+  for (const int64_t n : contexts)
+    if (n < 1 || n > (int64_t(1) << 24))
+      throw std::invalid_argument(fmt::format("theory entropy: contexts must be in [1, 2^24], got {}", n));
+  if (o.range_keys < 2 || o.range_keys > (int64_t(1) << 24))
+    throw std::invalid_argument("theory entropy: range_keys must be in [2, 2^24]");
+  std::vector<float> head_scale;
+  const auto methods = transforms(o, head_scale);
+  const int64_t max_n = *std::max_element(contexts.begin(), contexts.end());
+  const auto widest = attention::stats_layout(max_n, max_n, {});  // decade bands up to max N
+  const size_t nb = widest.bands();
+
+  std::vector<TheoryTransform> out;
+  for (const auto& m : methods) out.push_back({m.name, {}});
+  std::vector<std::vector<Mean>> entropy(methods.size()), recent(methods.size()),
+      band_mass(methods.size()), band_entropy(methods.size());
+  for (size_t k = 0; k < methods.size(); ++k) {
+    entropy[k].assign(contexts.size(), {});
+    recent[k].assign(contexts.size(), {});
+    band_mass[k].assign(contexts.size() * nb, {});
+    band_entropy[k].assign(contexts.size() * nb, {});
+  }
+
+  // Fig. 1: statistics of the last query against N.
+  for (size_t c = 0; c < contexts.size(); ++c) {
+    const int64_t n = contexts[c];
+    const auto layout = attention::stats_layout(n, n, {});
+    std::vector<Tables> tables;
+    for (const auto& m : methods) tables.emplace_back(m.mod, n);
+    // trial × method sums, filled in parallel, reduced in trial order.
+    std::vector<attention::StatsSums> sums(size_t(o.trials) * methods.size(), attention::StatsSums(layout));
+    at::parallel_for(0, o.trials, 1, [&](int64_t begin, int64_t end) {
+      std::vector<double> z, l;
+      for (int64_t trial = begin; trial < end; ++trial) {
+        draw(z, n, o.seed, n, trial);
+        for (size_t k = 0; k < methods.size(); ++k) {
+          tables[k].logits(z, l);
+          attention::add_row(l.data(), n, layout, sums[size_t(trial) * methods.size() + k]);
+        }
+      }
+    });
+    for (int64_t trial = 0; trial < o.trials; ++trial)
+      for (size_t k = 0; k < methods.size(); ++k) {
+        const auto& s = sums[size_t(trial) * methods.size() + k];
+        entropy[k][c].add(s.entropy);
+        recent[k][c].add(s.recent_mass);
+        for (size_t b = 0; b < layout.bands(); ++b) {
+          band_mass[k][c * nb + b].add(s.band_mass[b]);
+          band_entropy[k][c * nb + b].add(s.band_entropy[b]);
+        }
+      }
+    if (progress) progress(fmt::format("N = {}: {} trials", n, o.trials));
+  }
+
+  // Figs 2 and 6, Lemma 1: ranges [t, tΔ) at N = range_keys.
+  const int64_t nr_keys = o.range_keys;
+  const auto range_layout = attention::stats_layout(nr_keys, nr_keys, o.range_ratios);
+  const size_t nr = range_layout.ranges();
+  for (size_t k = 0; k < methods.size(); ++k) {
+    const Tables tables(methods[k].mod, nr_keys);
+    std::vector<attention::StatsSums> sums(size_t(o.trials), attention::StatsSums(range_layout));
+    std::vector<double> totals(size_t(o.trials) * nr, 0.0);
+    at::parallel_for(0, o.trials, 1, [&](int64_t begin, int64_t end) {
+      std::vector<double> z, l;
+      for (int64_t trial = begin; trial < end; ++trial) {
+        draw(z, nr_keys, o.seed ^ 0x52414e4745ull, nr_keys, trial);
+        tables.logits(z, l);
+        attention::add_row(l.data(), nr_keys, range_layout, sums[size_t(trial)]);
+        for (size_t r = 0; r < nr; ++r) {
+          double total = 0;
+          const int64_t a = range_layout.range_start[r], b = a * range_layout.range_ratio[r];
+          for (int64_t t = a; t < b; ++t) total += std::exp(l[t]);
+          totals[size_t(trial) * nr + r] = total;
+        }
+      }
+    });
+    std::vector<Mean> range_mass(nr), range_entropy(nr), range_total(nr);
+    for (int64_t trial = 0; trial < o.trials; ++trial)
+      for (size_t r = 0; r < nr; ++r) {
+        range_mass[r].add(sums[size_t(trial)].range_mass[r]);
+        range_entropy[r].add(sums[size_t(trial)].range_entropy[r]);
+        range_total[r].add(totals[size_t(trial) * nr + r]);
+      }
+
+    auto& g = out[k].datasets;
+    const Transform& m = methods[k];
+    g.attributes["transform"] = m.kind;
+    g.attributes["description"] = m.kind == "standard" ? "logit = s, s ~ N(0, 1) IID per key"
+                                  : m.kind == "logn"   ? fmt::format("logit = {}*ln(N)*s", o.logn_scale)
+                                                       : fmt::format("logit = a_t*s + m_t, tau = {}", m.tau);
+    if (m.kind == "scale-invariant") g.attributes["tau"] = fmt::format("{}", m.tau);
+    if (m.kind == "logn") g.attributes["logn_scale"] = fmt::format("{}", o.logn_scale);
+    g.attributes["range_keys"] = std::to_string(nr_keys);
+    g.integers["context"] = contexts;
+    g.integer_units["context"] = "keys N the query attends to";
+    g.integers["band_edges"] = widest.band_edges;
+    g.integer_units["band_edges"] = "key distance t (tokens); the last band ends at N";
+    g.integers["range_start"] = range_layout.range_start;
+    g.integer_units["range_start"] = "key distance t (tokens)";
+    g.integers["range_ratio"] = range_layout.range_ratio;
+    g.integer_units["range_ratio"] = "Delta: the range is [t, t*Delta)";
+    g.integers["recent_keys"] = {range_layout.recent};
+    g.integer_units["recent_keys"] = "tokens";
+    const int64_t nc = int64_t(contexts.size());
+    put(g, "entropy", {nc}, entropy[k], "nats");
+    put(g, "recent_mass", {nc}, recent[k], "fraction of attention on distances [0, recent_keys)");
+    put(g, "band_mass", {nc, int64_t(nb)}, band_mass[k], "fraction of attention in the band");
+    put(g, "band_entropy", {nc, int64_t(nb)}, band_entropy[k],
+        "nats, of the attention renormalised within the band (NaN: band beyond N)");
+    put(g, "range_mass", {int64_t(nr)}, range_mass, "fraction of attention in the range, at N = range_keys");
+    put(g, "range_entropy", {int64_t(nr)}, range_entropy,
+        "nats, of the attention renormalised within the range");
+    put(g, "range_total", {int64_t(nr)}, range_total, "sum of exp(logit) over the range (unnormalised)");
+    if (m.kind == "scale-invariant") {
+      // Lemma 1: E[e^(a_t s + m_t)] = e^(a_t^2/2 + m_t) = α·τ/(t + τ), α = e^½.
+      // The Monte Carlo total is a sum of log-normals, Var e^(a s + m) = e^(2m)(e^(2a²) − e^(a²)):
+      // its standard error grows like e·√(t(Δ−1)/trials), and the sample's own estimate of it
+      // understates it at large t (rare large draws dominate). lemma1_se is the exact one.
+      std::vector<double> sum, limit, se;
+      for (size_t r = 0; r < nr; ++r) {
+        const int64_t a = range_layout.range_start[r], b = a * range_layout.range_ratio[r];
+        double s = 0, var = 0;
+        for (int64_t t = a; t < b; ++t) {
+          s += 1.0 / (double(t) + m.tau);
+          const double a2 = 1 + 2 * std::log1p(double(t) / m.tau), m2 = -4 * std::log1p(double(t) / m.tau);
+          var += std::exp(m2 + 2 * a2) - std::exp(m2 + a2);
+        }
+        sum.push_back(std::exp(0.5) * m.tau * s);
+        limit.push_back(std::exp(0.5) * m.tau * std::log(double(range_layout.range_ratio[r])));
+        se.push_back(std::sqrt(var / double(o.trials)));
+      }
+      g.arrays["lemma1_sum"] = array({int64_t(nr)}, sum, "alpha*tau*sum_{k=t}^{t*Delta-1} 1/(k+tau)");
+      g.arrays["lemma1_limit"] = array({int64_t(nr)}, limit, "alpha*tau*ln(Delta), the large-t limit");
+      g.arrays["lemma1_se"] = array({int64_t(nr)}, se,
+                                    "exact standard error of the Monte Carlo range_total (log-normal sum)");
+    }
+    // Fits of the range entropy per Δ.
+    std::vector<int64_t> ratios;
+    std::vector<double> fit_ln, fit_sqrt;
+    for (const int64_t ratio : o.range_ratios) {
+      std::vector<double> x_ln, x_sqrt, y;
+      for (size_t r = 0; r < nr; ++r)
+        if (range_layout.range_ratio[r] == ratio) {
+          const double t = double(range_layout.range_start[r]);
+          x_ln.push_back(std::log(t));
+          x_sqrt.push_back(std::sqrt(std::log(t)));
+          y.push_back(range_entropy[r].mean);
+        }
+      if (y.size() < 2) continue;
+      ratios.push_back(ratio);
+      for (const auto& [x, dest] : {std::pair{&x_ln, &fit_ln}, std::pair{&x_sqrt, &fit_sqrt}}) {
+        const LineFit f = fit_line(*x, y);
+        dest->insert(dest->end(), {f.slope, f.intercept, f.r2});
+      }
+    }
+    g.integers["fit_ratio"] = ratios;
+    g.integer_units["fit_ratio"] = "Delta of each fit row";
+    g.arrays["fit_ln_t"] = array({int64_t(ratios.size()), 3}, fit_ln,
+                                 "slope, intercept, R^2 of range_entropy = slope*ln(t) + intercept");
+    g.arrays["fit_sqrt_ln_t"] = array({int64_t(ratios.size()), 3}, fit_sqrt,
+                                      "slope, intercept, R^2 of range_entropy = slope*sqrt(ln t) + intercept");
+    if (progress) progress(fmt::format("{}: ranges at N = {}", m.name, nr_keys));
+  }
+  return out;
+}
+
+void write_entropy_theory(const std::string& path, const EntropyTheoryOptions& o,
+                          const std::vector<TheoryTransform>& transforms) {
+  results::h5::publish_file(path, [&](hid_t file) {
+    results::h5::write_string_attr(file, "kind", "theory-entropy");
+    results::h5::write_string_attr(
+        file, "description",
+        "Monte Carlo of attention over N keys with IID N(0,1) raw scores per transform "
+        "(arXiv 2505.17083, Figs 1, 2, 6, Lemma 1); dataset names as in run.h5 /eval/<T>/attention");
+    results::h5::write_int_attr(file, "trials", o.trials);
+    results::h5::write_int_attr(file, "seed", int64_t(o.seed));
+    for (const auto& t : transforms) results::write_group(file, t.name, t.datasets);
+  });
+}
+
+}  // namespace analysis

@@ -1,0 +1,114 @@
+// `harness export table|curves`: argument parsing only; the work is analysis/export_table.h and
+// analysis/export_curves.h.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "analysis/export_curves.h"
+#include "analysis/export_table.h"
+#include "analysis/run_set.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "harness/util/errors.h"
+#include "sweeps/plan.h"
+
+namespace harness::cli {
+
+namespace {
+
+const char* kUsage =
+    "usage: harness export table SWEEP_FILE|RUNS_DIR [--metric M] [--rows K,..] [--cols K,..]\n"
+    "                            [--format md|csv|tex] [--best min|max|none] [--out FILE]\n"
+    "         mean ± standard error over seeds; rows and columns among the keys that vary and\n"
+    "         `context`; metrics: loss (default), attention/<statistic>[@t or @txD],\n"
+    "         analysis/<statistic> (README.md, \"Export\")\n"
+    "       harness export curves SWEEP_FILE|RUNS_DIR|THEORY_FILE --out DIR [--theory FILE]\n"
+    "         one CSV per figure and its SVG/PNG rendered with gnuplot";
+
+std::vector<std::string> split_commas(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const auto& item : items) {
+    size_t start = 0;
+    while (start <= item.size()) {
+      const size_t comma = item.find(',', start);
+      const std::string part = item.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!part.empty()) out.push_back(part);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+int table(const Args& args) {
+  po::options_description options("export table options");
+  std::string input, format = "md", out;
+  std::vector<std::string> rows, cols;
+  analysis::TableOptions o;
+  options.add_options()
+      ("input", po::value(&input), "a sweep file or a directory of runs")
+      ("metric", po::value(&o.metric)->default_value("loss"), "what the cells hold")
+      ("rows", po::value(&rows)->composing(), "row keys, comma-separated (default: the varying keys but the seed)")
+      ("cols", po::value(&cols)->composing(), "column keys (default: context)")
+      ("format", po::value(&format)->default_value("md"), "md | csv | tex")
+      ("best", po::value(&o.best), "mark the min or max of each column, or none (default: min for loss, entropy)")
+      ("out", po::value(&out), "also write the table to FILE");
+  po::positional_options_description positional;
+  positional.add("input", 1);
+  po::variables_map vm;
+  if (!parse(kUsage, args, options, vm, &positional)) return kExitOk;
+  if (input.empty()) throw InputError(fmt::format("export table: a sweep file or runs directory is required\n\n{}", kUsage));
+  o.rows = split_commas(rows);
+  o.cols = split_commas(cols);
+  const auto set = analysis::load_run_set(input);
+  const auto t = analysis::build_table(set, o);
+  const std::string text = analysis::format_table(t, format);
+  fmt::print("{}", text);
+  if (format == "csv")  // CSV stays machine-readable: the notes go to stderr
+    for (const auto& line : t.missing) fmt::print(stderr, "missing: {}\n", line);
+  for (const auto& w : t.warnings) fmt::print(stderr, "warning: {}\n", w);
+  if (!out.empty()) {
+    sweeps::write_file_atomically(out, text);
+    fmt::print(stderr, "table: {}\n", out);
+  }
+  return kExitOk;
+}
+
+int curves(const Args& args) {
+  po::options_description options("export curves options");
+  std::string input;
+  analysis::CurvesOptions o;
+  options.add_options()
+      ("input", po::value(&input), "a sweep file, a run or runs directory, or a theory file")
+      ("out", po::value(&o.out_dir), "directory for the CSV, gnuplot, SVG and PNG files")
+      ("theory", po::value(&o.theory), "a `harness theory entropy` file to overlay on the runs' figures");
+  po::positional_options_description positional;
+  positional.add("input", 1);
+  po::variables_map vm;
+  if (!parse(kUsage, args, options, vm, &positional)) return kExitOk;
+  if (input.empty() || o.out_dir.empty())
+    throw InputError(fmt::format("export curves: an input and --out DIR are required\n\n{}", kUsage));
+  const auto result = analysis::export_curves(input, o);
+  for (const auto& f : result.figures) {
+    if (!f.render.images.empty())
+      fmt::print("{}: {}\n", f.name, fmt::join(f.render.images, ", "));
+    else
+      fmt::print("{}: {} (not rendered: {})\n", f.name, fmt::join(f.csv, ", "), f.render.notice);
+  }
+  for (const auto& note : result.notes) fmt::print(stderr, "note: {}\n", note);
+  return kExitOk;
+}
+
+}  // namespace
+
+int export_command(const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    fmt::print("{}\n", kUsage);
+    return args.empty() ? kExitBadInput : kExitOk;
+  }
+  const Args rest(args.begin() + 1, args.end());
+  if (args[0] == "table") return table(rest);
+  if (args[0] == "curves") return curves(rest);
+  throw InputError(fmt::format("export: unknown action '{}'; expected table or curves\n\n{}", args[0], kUsage));
+}
+
+}  // namespace harness::cli

@@ -1,0 +1,209 @@
+#include "results/hdf5_io.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <stdexcept>
+
+namespace results::h5 {
+
+Handle::Handle(hid_t id, herr_t (*close)(hid_t), const std::string& what) : id_(id), close_(close) {
+  if (id_ < 0) throw std::runtime_error("HDF5: cannot " + what);
+}
+
+void check(herr_t status, const std::string& what) {
+  if (status < 0) throw std::runtime_error("HDF5: cannot " + what);
+}
+
+void quiet() {
+  static const bool once = [] { return H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0; }();
+  (void)once;
+}
+
+namespace {
+
+Handle utf8_string_type() {
+  Handle t(H5Tcopy(H5T_C_S1), H5Tclose, "copy string type");
+  check(H5Tset_size(t, H5T_VARIABLE), "set string size");
+  check(H5Tset_cset(t, H5T_CSET_UTF8), "set string charset");
+  return t;
+}
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+Handle create_group(hid_t parent, const std::string& name) {
+  return Handle(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                "create group " + name);
+}
+
+Handle open_group(hid_t parent, const std::string& name) {
+  return Handle(H5Gopen2(parent, name.c_str(), H5P_DEFAULT), H5Gclose, "open group " + name);
+}
+
+bool exists(hid_t parent, const std::string& name) {
+  return H5Lexists(parent, name.c_str(), H5P_DEFAULT) > 0;
+}
+
+std::vector<std::string> member_names(hid_t group) {
+  H5G_info_t info;
+  check(H5Gget_info(group, &info), "inspect a group");
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t size =
+        H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    check(size < 0 ? -1 : 0, "read a member name");
+    std::string name(size_t(size) + 1, '\0');
+    H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
+    name.resize(size_t(size));
+    names.push_back(name);
+  }
+  return names;
+}
+
+// H5Aiterate2 exists unchanged in HDF5 1.10 to 1.14.
+std::vector<std::string> attribute_names(hid_t obj) {
+  std::vector<std::string> names;
+  auto collect = [](hid_t, const char* name, const H5A_info_t*, void* out) -> herr_t {
+    static_cast<std::vector<std::string>*>(out)->push_back(name);
+    return 0;
+  };
+  check(H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect, &names), "list attributes");
+  return names;
+}
+
+void write_string_attr(hid_t obj, const std::string& name, const std::string& value) {
+  Handle type = utf8_string_type();
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "create scalar space");
+  Handle attr(H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+              "create attribute " + name);
+  const char* ptr = value.c_str();
+  check(H5Awrite(attr, type, &ptr), "write attribute " + name);
+}
+
+void write_int_attr(hid_t obj, const std::string& name, int64_t value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "create scalar space");
+  Handle attr(H5Acreate2(obj, name.c_str(), H5T_NATIVE_INT64, space, H5P_DEFAULT, H5P_DEFAULT),
+              H5Aclose, "create attribute " + name);
+  check(H5Awrite(attr, H5T_NATIVE_INT64, &value), "write attribute " + name);
+}
+
+bool attr_is_string(hid_t obj, const std::string& name) {
+  Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
+  Handle type(H5Aget_type(attr), H5Tclose, "get attribute type");
+  return H5Tget_class(type) == H5T_STRING;
+}
+
+std::string read_string_attr(hid_t obj, const std::string& name) {
+  Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
+  Handle file_type(H5Aget_type(attr), H5Tclose, "get attribute type");
+  if (H5Tis_variable_str(file_type) > 0) {
+    Handle type = utf8_string_type();
+    char* ptr = nullptr;
+    check(H5Aread(attr, type, &ptr), "read attribute " + name);
+    std::string out = ptr ? ptr : "";
+    Handle space(H5Aget_space(attr), H5Sclose, "get attribute space");
+    H5Dvlen_reclaim(type, space, H5P_DEFAULT, &ptr);
+    return out;
+  }
+  const size_t n = H5Tget_size(file_type);
+  std::string out(n, '\0');
+  check(H5Aread(attr, file_type, out.data()), "read attribute " + name);
+  return out.substr(0, out.find('\0'));
+}
+
+int64_t read_int_attr(hid_t obj, const std::string& name) {
+  Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
+  int64_t v = 0;
+  check(H5Aread(attr, H5T_NATIVE_INT64, &v), "read attribute " + name);
+  return v;
+}
+
+void write_dataset(hid_t group, const std::string& name, hid_t mem_type, const void* data,
+                   const std::vector<uint64_t>& dims, const std::string& units) {
+  const int rank = int(dims.size());
+  std::vector<hsize_t> d(dims.begin(), dims.end()), max_dims(d), chunk(d);
+  max_dims[0] = H5S_UNLIMITED;
+  hsize_t row = 1;
+  for (int i = 1; i < rank; ++i) row *= std::max<hsize_t>(1, d[i]), chunk[i] = std::max<hsize_t>(1, d[i]);
+  // About 32 K values a chunk along the rows (at least one row).
+  chunk[0] = std::max<hsize_t>(1, std::min<hsize_t>(std::max<hsize_t>(d[0], 1), std::max<hsize_t>(1, 32768 / row)));
+  Handle space(H5Screate_simple(rank, d.data(), max_dims.data()), H5Sclose, "create space for " + name);
+  Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "create dataset properties");
+  check(H5Pset_chunk(props, rank, chunk.data()), "set chunking of " + name);
+  const hid_t file_type = mem_type == H5T_NATIVE_INT64 ? H5T_STD_I64LE : H5T_IEEE_F64LE;
+  Handle ds(H5Dcreate2(group, name.c_str(), file_type, space, H5P_DEFAULT, props, H5P_DEFAULT),
+            H5Dclose, "create dataset " + name);
+  hsize_t count = 1;
+  for (const auto x : d) count *= x;
+  if (count) check(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "write dataset " + name);
+  write_string_attr(ds, "units", units);
+}
+
+std::vector<uint64_t> dataset_dims(hid_t group, const std::string& name) {
+  Handle ds(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
+  Handle space(H5Dget_space(ds), H5Sclose, "get space of " + name);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  check(rank < 0 ? -1 : 0, "get rank of " + name);
+  std::vector<hsize_t> dims(size_t(rank), 0);
+  H5Sget_simple_extent_dims(space, dims.data(), nullptr);
+  return {dims.begin(), dims.end()};
+}
+
+bool dataset_is_integer(hid_t group, const std::string& name) {
+  Handle ds(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
+  Handle type(H5Dget_type(ds), H5Tclose, "get type of " + name);
+  return H5Tget_class(type) == H5T_INTEGER;
+}
+
+namespace {
+template <class T>
+std::vector<T> read_all(hid_t group, const std::string& name, hid_t mem_type) {
+  size_t count = 1;
+  for (const auto d : dataset_dims(group, name)) count *= size_t(d);
+  std::vector<T> out(count);
+  Handle ds(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
+  if (count) check(H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "read " + name);
+  return out;
+}
+}  // namespace
+
+std::vector<double> read_doubles(hid_t group, const std::string& name) {
+  return read_all<double>(group, name, H5T_NATIVE_DOUBLE);
+}
+std::vector<int64_t> read_integers(hid_t group, const std::string& name) {
+  return read_all<int64_t>(group, name, H5T_NATIVE_INT64);
+}
+
+void publish_file(const std::string& path, const std::function<void(hid_t file)>& fill) {
+  quiet();
+  const std::string tmp = path + ".tmp";
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  {
+    Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+                "create " + tmp);
+    fill(file);
+    check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush " + tmp);
+  }
+  fsync_path(tmp);
+  std::filesystem::rename(tmp, path);
+  fsync_path(parent.empty() ? "." : parent.string());
+}
+
+Handle open_file(const std::string& path) {
+  quiet();
+  if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such file");
+  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "open " + path);
+}
+
+}  // namespace results::h5
