@@ -396,25 +396,45 @@ void theory_figures(const std::vector<std::pair<std::string, results::DatasetGro
     w.figure(name, {{name + ".csv", series_csv("t", series)}},
              axes(fmt::format("expected entropy in [t, {}t) (Figs 2, 6)", ratio), "range start t (tokens)",
                   "entropy within the range (nats)", true) +
+                 "set key below maxcols 2\n" +
                  fmt::format("plot for [i=0:{}] {} using 1:(column(2+2*i)) with points pt 7 lc (i+1) title columnheader(2+2*i)",
                              series.size() - 1, gnuplot_quote(name + ".csv")) + fits);
   }
   // Lemma 1: total unnormalised attention in [t, tΔ) against α·τ·Σ 1/(k+τ).
   for (const auto& [transform, g] : theory) {
     if (!g.arrays.count("lemma1_sum")) continue;
+    // Per Δ three series in one colour: the Monte Carlo total (with its exact standard error),
+    // Lemma 1's sum, and its large-t limit α·τ·ln Δ.
     std::vector<Series> series;
     const auto& start = g.integers.at("range_start");
     const auto& r = g.integers.at("range_ratio");
+    std::set<int64_t> ratios_here(r.begin(), r.end());
+    for (const int64_t ratio : ratios_here)
+      for (const char* what : {"Monte Carlo", "Lemma 1", "limit"})
+        series_for(series, fmt::format("{} Δ={}", what, ratio));
     for (size_t i = 0; i < start.size(); ++i) {
-      series_for(series, fmt::format("Monte Carlo Δ={}", r[i])).at[double(start[i])].push_back(g.arrays.at("range_total").values[i]);
-      series_for(series, fmt::format("Lemma 1 Δ={}", r[i])).at[double(start[i])].push_back(g.arrays.at("lemma1_sum").values[i]);
+      const double t = double(start[i]);
+      series_for(series, fmt::format("Monte Carlo Δ={}", r[i])).at[t].push_back(g.arrays.at("range_total").values[i]);
+      series_for(series, fmt::format("Lemma 1 Δ={}", r[i])).at[t].push_back(g.arrays.at("lemma1_sum").values[i]);
+      series_for(series, fmt::format("limit Δ={}", r[i])).at[t].push_back(g.arrays.at("lemma1_limit").values[i]);
     }
+    Csv csv = series_csv("t", series);
+    for (auto& row : csv.rows)  // the Monte Carlo columns' se: the exact one, not the sample's
+      for (size_t k = 0; k < ratios_here.size(); ++k) {
+        const int64_t ratio = *std::next(ratios_here.begin(), long(k));
+        for (size_t i = 0; i < start.size(); ++i)
+          if (r[i] == ratio && double(start[i]) == row[0]) row[2 + 6 * k] = g.arrays.at("lemma1_se").values[i];
+      }
     const std::string name = "theory_lemma1_" + transform;
-    w.figure(name, {{name + ".csv", series_csv("t", series)}},
+    const std::string file = gnuplot_quote(name + ".csv");
+    w.figure(name, {{name + ".csv", csv}},
              axes(fmt::format("total unnormalised attention in [t, tΔ), {} (Lemma 1)", transform),
                   "range start t (tokens)", "sum of exp(logit) over the range", true) +
-                 fmt::format("plot for [i=0:{}] {} using 1:(column(2+2*i)) with linespoints title columnheader(2+2*i)",
-                             series.size() - 1, gnuplot_quote(name + ".csv")));
+                 fmt::format("plot for [i=0:{0}] {1} using 1:(column(2+6*i)):(column(3+6*i)) with yerrorbars "
+                             "pt 7 lc (i+1) title columnheader(2+6*i), "
+                             "for [i=0:{0}] {1} using 1:(column(4+6*i)) with lines lw 2 lc (i+1) title columnheader(4+6*i), "
+                             "for [i=0:{0}] {1} using 1:(column(6+6*i)) with lines dt 2 lc (i+1) title columnheader(6+6*i)",
+                             ratios_here.size() - 1, file));
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +47,7 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 // Runs `program script` in `dir`, stdout and stderr to <script>.log; returns the exit status.
 int run_in(const std::string& dir, const std::string& program, const std::string& script,
            const std::string& log) {
+  std::fflush(nullptr);  // else the child's freopen flushes the parent's pending output again
   const pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
