@@ -9,6 +9,8 @@
 #include <map>
 #include <set>
 
+#include "analysis/critical_figures.h"
+#include "analysis/critical_scaling_file.h"
 #include "analysis/export_table.h"
 #include "analysis/run_set.h"
 #include "harness/config/schema.h"
@@ -443,10 +445,9 @@ void theory_figures(const std::vector<std::pair<std::string, results::DatasetGro
 std::string results_file_kind(const std::string& path) {
   if (fs::is_directory(path) || fs::path(path).extension() != ".h5") return "";
   try {
-    auto file = results::h5::open_file(path);
-    return H5Aexists(file, "kind") > 0 ? results::h5::read_string_attr(file, "kind") : "";
+    return results::h5::file_kind(path);
   } catch (const std::exception&) {
-    return "";
+    return "";  // not HDF5: not a results file
   }
 }
 
@@ -458,6 +459,19 @@ CurvesResult export_curves(const std::string& input, const CurvesOptions& o) {
   const std::string kind = results_file_kind(input);
   if (kind == "theory-entropy") {
     theory_figures(read_theory(input), w);
+    return out;
+  }
+  if (kind == kCriticalScalingKind) {
+    const auto figures = export_critical_scaling_figures(input, o.out_dir);
+    FigureFiles f;
+    f.name = "critical-scaling";
+    for (const auto& file : figures.files) {
+      if (fs::path(file).extension() == ".csv") f.csv.push_back(file);
+      if (fs::path(file).extension() == ".svg" || fs::path(file).extension() == ".png") f.render.images.push_back(file);
+    }
+    for (const auto& n : figures.notices) out.notes.push_back(n);
+    out.figures.push_back(std::move(f));
+    out.tables.push_back(figures.gamma_c_table);
     return out;
   }
   if (!kind.empty()) throw harness::InputError(fmt::format("{}: no figures for a '{}' file", input, kind));

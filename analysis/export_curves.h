@@ -12,6 +12,8 @@
 //                                   `harness analyse`)
 //   theory: theory_entropy_vs_context, theory_recent_mass_vs_context, theory_band_entropy,
 //           theory_range_entropy_D<Δ> with the ln t and √(ln t) fits (Figs 2, 6), theory_lemma1
+//   critical scaling (`harness theory critical`): the heatmaps of λ and η over (ρ, γ), γ̂_c
+//           against ρ, the causal phases and the γ̂_c table (analysis/critical_figures.h)
 //
 // Series are groups of runs that differ only in the seed (mean ± standard error over seeds).
 #pragma once
@@ -36,7 +38,8 @@ struct FigureFiles {
 
 struct CurvesResult {
   std::vector<FigureFiles> figures;
-  std::vector<std::string> notes;  // figures not drawn and why; unreadable files
+  std::vector<std::string> notes;   // figures not drawn and why; unreadable files
+  std::vector<std::string> tables;  // markdown tables that come with the figures (γ̂_c)
 };
 
 // Throws harness::InputError when the input is none of the accepted kinds.

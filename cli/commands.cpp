@@ -10,7 +10,7 @@ const std::vector<Command>& commands() {
       {"sweep", "plan, run, inspect and submit declarative sweeps", &sweep_command},
       {"analyse", "attention statistics of finished runs at any context, into their run.h5", &analyse_command},
       {"export", "tables (md, csv, tex) and figures (CSV + gnuplot SVG/PNG) from runs and theory files", &export_command},
-      {"theory", "experiments without training: entropy of IID Gaussian logits per transform", &theory_command},
+      {"theory", "experiments without training: entropy of IID Gaussian logits per transform, critical scaling", &theory_command},
   };
   return table;
 }

@@ -78,7 +78,7 @@ int curves(const Args& args) {
   std::string input;
   analysis::CurvesOptions o;
   options.add_options()
-      ("input", po::value(&input), "a sweep file, a run or runs directory, or a theory file")
+      ("input", po::value(&input), "a sweep file, a run or runs directory, or a theory file (entropy, critical)")
       ("out", po::value(&o.out_dir), "directory for the CSV, gnuplot, SVG and PNG files")
       ("theory", po::value(&o.theory), "a `harness theory entropy` file to overlay on the runs' figures");
   po::positional_options_description positional;
@@ -94,6 +94,7 @@ int curves(const Args& args) {
     else
       fmt::print("{}: {} (not rendered: {})\n", f.name, fmt::join(f.csv, ", "), f.render.notice);
   }
+  for (const auto& table : result.tables) fmt::print("\n{}", table);
   for (const auto& note : result.notes) fmt::print(stderr, "note: {}\n", note);
   return kExitOk;
 }

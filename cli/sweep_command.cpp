@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "analysis/critical_scaling_config.h"
 #include "analysis/loss_table.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -50,6 +51,9 @@ int plan_or_status(const std::string& action, const Args& args) {
   po::variables_map vm;
   std::string file;
   if (!parse_action(action, args, options, vm, file)) return kExitOk;
+  // `experiment: critical-scaling` files are a theory experiment, not training runs.
+  if (action == "plan" && analysis::is_critical_scaling_file(file))
+    return theory_command({"critical", "--config", file, "--plan"});
   const auto sweep = sweeps::load_sweep(file);
   const auto statuses = sweeps::inspect_runs(sweep);
   fmt::print("{}", action == "plan" ? sweeps::format_plan(sweep, statuses)
@@ -68,6 +72,8 @@ int run(const Args& args) {
   po::variables_map vm;
   std::string file;
   if (!parse_action("run", args, options, vm, file)) return kExitOk;
+  // `experiment: critical-scaling` files are a theory experiment, not training runs.
+  if (analysis::is_critical_scaling_file(file)) return theory_command({"critical", "--config", file});
   if (jobs < 1) throw InputError(fmt::format("--jobs: expected at least 1, got {}", jobs));
   if (threads < 0) throw InputError(fmt::format("--threads-per-job: expected 0 or more, got {}", threads));
   const auto sweep = sweeps::load_sweep(file);  // validates everything before anything starts

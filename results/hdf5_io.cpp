@@ -97,6 +97,22 @@ void write_int_attr(hid_t obj, const std::string& name, int64_t value) {
   check(H5Awrite(attr, H5T_NATIVE_INT64, &value), "write attribute " + name);
 }
 
+void write_double_attr(hid_t obj, const std::string& name, double value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "create scalar space");
+  Handle attr(H5Acreate2(obj, name.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT),
+              H5Aclose, "create attribute " + name);
+  check(H5Awrite(attr, H5T_NATIVE_DOUBLE, &value), "write attribute " + name);
+}
+
+double read_double_attr(hid_t obj, const std::string& name) {
+  Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
+  double v = 0;
+  check(H5Aread(attr, H5T_NATIVE_DOUBLE, &v), "read attribute " + name);
+  return v;
+}
+
+bool has_attr(hid_t obj, const std::string& name) { return H5Aexists(obj, name.c_str()) > 0; }
+
 bool attr_is_string(hid_t obj, const std::string& name) {
   Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
   Handle type(H5Aget_type(attr), H5Tclose, "get attribute type");
@@ -184,16 +200,51 @@ std::vector<int64_t> read_integers(hid_t group, const std::string& name) {
   return read_all<int64_t>(group, name, H5T_NATIVE_INT64);
 }
 
+void write_array(hid_t group, const std::string& name, const std::vector<hsize_t>& dims,
+                 const std::vector<double>& data, const std::string& units,
+                 const std::string& description) {
+  size_t count = 1;
+  for (const auto d : dims) count *= size_t(d);
+  if (count != data.size())
+    throw std::runtime_error("HDF5: " + name + ": " + std::to_string(data.size()) + " values for its shape");
+  write_dataset(group, name, H5T_NATIVE_DOUBLE, data.data(), {dims.begin(), dims.end()}, units);
+  Handle ds(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
+  write_string_attr(ds, "description", description);
+}
+
+void write_array(hid_t group, const std::string& name, const std::vector<hsize_t>& dims,
+                 const std::vector<int64_t>& data, const std::string& units,
+                 const std::string& description) {
+  size_t count = 1;
+  for (const auto d : dims) count *= size_t(d);
+  if (count != data.size())
+    throw std::runtime_error("HDF5: " + name + ": " + std::to_string(data.size()) + " values for its shape");
+  write_dataset(group, name, H5T_NATIVE_INT64, data.data(), {dims.begin(), dims.end()}, units);
+  Handle ds(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
+  write_string_attr(ds, "description", description);
+}
+
+ArrayValues read_array(hid_t group, const std::string& name) {
+  ArrayValues out;
+  for (const auto d : dataset_dims(group, name)) out.dims.push_back(hsize_t(d));
+  out.data = read_doubles(group, name);
+  return out;
+}
+
 void publish_file(const std::string& path, const std::function<void(hid_t file)>& fill) {
   quiet();
   const std::string tmp = path + ".tmp";
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
-  {
+  try {
     Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
                 "create " + tmp);
     fill(file);
     check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush " + tmp);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw;
   }
   fsync_path(tmp);
   std::filesystem::rename(tmp, path);
@@ -203,7 +254,13 @@ void publish_file(const std::string& path, const std::function<void(hid_t file)>
 Handle open_file(const std::string& path) {
   quiet();
   if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such file");
-  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "open " + path);
+  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose,
+                "open " + path + " (not an HDF5 file?)");
+}
+
+std::string file_kind(const std::string& path) {
+  Handle file = open_file(path);
+  return has_attr(file, "kind") ? read_string_attr(file, "kind") : "";
 }
 
 }  // namespace results::h5

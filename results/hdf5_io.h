@@ -43,8 +43,11 @@ std::vector<std::string> attribute_names(hid_t obj);
 
 void write_string_attr(hid_t obj, const std::string& name, const std::string& value);
 void write_int_attr(hid_t obj, const std::string& name, int64_t value);
+void write_double_attr(hid_t obj, const std::string& name, double value);
 std::string read_string_attr(hid_t obj, const std::string& name);
 int64_t read_int_attr(hid_t obj, const std::string& name);
+double read_double_attr(hid_t obj, const std::string& name);
+bool has_attr(hid_t obj, const std::string& name);
 bool attr_is_string(hid_t obj, const std::string& name);
 
 // A chunked dataset of `dims` (rank ≥ 1), extendible along the first dimension, with a `units`
@@ -57,11 +60,30 @@ bool dataset_is_integer(hid_t group, const std::string& name);
 std::vector<double> read_doubles(hid_t group, const std::string& name);
 std::vector<int64_t> read_integers(hid_t group, const std::string& name);
 
+// A row-major dataset of shape `dims` with `units` and `description` attributes (the critical-
+// scaling file's form), and its reading back as float64 with its shape. Throws
+// std::runtime_error on a size mismatch.
+void write_array(hid_t group, const std::string& name, const std::vector<hsize_t>& dims,
+                 const std::vector<double>& data, const std::string& units,
+                 const std::string& description);
+void write_array(hid_t group, const std::string& name, const std::vector<hsize_t>& dims,
+                 const std::vector<int64_t>& data, const std::string& units,
+                 const std::string& description);
+struct ArrayValues {
+  std::vector<hsize_t> dims;
+  std::vector<double> data;
+};
+ArrayValues read_array(hid_t group, const std::string& name);
+
 // Writes a new file at `path` through `fill` (given the open file) as a temporary file, fsyncs it
-// and renames it over `path`: readers see the old file or the new one, never a part.
+// and renames it over `path`: readers see the old file or the new one, never a part. If `fill`
+// throws, the temporary file is removed and `path` is untouched.
 void publish_file(const std::string& path, const std::function<void(hid_t file)>& fill);
 // Opens an existing file read-only; throws std::runtime_error naming it.
 Handle open_file(const std::string& path);
+// The root `kind` attribute of a results file ("theory-entropy", "critical-scaling"), or "" when it
+// has none (run.h5). Throws std::runtime_error when `path` is not an HDF5 file.
+std::string file_kind(const std::string& path);
 
 }  // namespace results::h5
 
