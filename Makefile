@@ -4,6 +4,8 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# Progress lines only: no "Entering directory" from the make that cmake --build runs.
+MAKEFLAGS += --no-print-directory
 
 .PHONY: quickstart test deps build bench clean
 
@@ -15,12 +17,20 @@ build:
 	cmake --build $(BUILD) -j$(JOBS)
 
 # A τ ablation of si+p-rope plus RoPE and ALiBi (sweeps/quickstart.yaml); a rerun resumes and
-# skips finished runs.
+# skips finished runs. Ends with the Table-1-style table and the rendered figures (loss_vs_tau,
+# entropy_vs_context, ...); the theory overlay is the IID-logit Monte Carlo at the quickstart's
+# τ = L/400 = 0.16.
 quickstart: deps build
-	$(BUILD)/harness sweep run sweeps/quickstart.yaml --jobs 2 --threads-per-job 1
+	@$(BUILD)/harness sweep run sweeps/quickstart.yaml --jobs 2 --threads-per-job 1
 	@echo
-	$(BUILD)/harness sweep table sweeps/quickstart.yaml --csv runs/quickstart/table.csv
-	@echo "results: runs/quickstart/<run id>/run.h5 (h5dump -H, or h5py); table: runs/quickstart/table.csv"
+	@$(BUILD)/harness export table sweeps/quickstart.yaml --out runs/quickstart/table.md
+	@$(BUILD)/harness export table sweeps/quickstart.yaml --format csv --out runs/quickstart/table.csv >/dev/null 2>&1
+	@$(BUILD)/harness theory entropy --quick --tau 0.16 --out runs/theory/entropy-quick.h5 \
+	    >runs/quickstart/theory.log 2>&1 || (cat runs/quickstart/theory.log; false)
+	@$(BUILD)/harness export curves sweeps/quickstart.yaml --out runs/quickstart/figures \
+	    --theory runs/theory/entropy-quick.h5
+	@echo "runs: runs/quickstart/<run id>/run.h5 (h5py); tables: runs/quickstart/table.{md,csv};" \
+	    "every figure with its CSV: runs/quickstart/figures/"
 
 test:
 	scripts/install-deps.sh --no-corpus

@@ -242,7 +242,7 @@ Table build_table(const RunSet& set, const TableOptions& o) {
     }
   // Best per column.
   std::string best = o.best;
-  if (best.empty()) best = metric.name == "loss" || metric.name == "entropy" ? "min" : "none";
+  if (best.empty()) best = metric.name == "loss" ? "min" : "none";  // no statistic is better low or high
   if (best != "min" && best != "max" && best != "none")
     throw InputError(fmt::format("--best: expected min, max or none, got '{}'", best));
   t.best.assign(t.rows.size(), std::vector<bool>(t.cols.size(), false));

@@ -71,7 +71,8 @@ struct Segment {
   double lse, mean_logit;
 };
 
-Segment segment(const double* l, int64_t begin, int64_t end) {
+// Against the segment's own maximum: exact however far below the row's maximum it lies.
+Segment own_segment(const double* l, int64_t begin, int64_t end) {
   double m = -std::numeric_limits<double>::infinity();
   for (int64_t t = begin; t < end; ++t) m = std::max(m, l[t]);
   double z = 0, s = 0;
@@ -83,38 +84,64 @@ Segment segment(const double* l, int64_t begin, int64_t end) {
   return {m + std::log(z), s / z};
 }
 
+// One exp per key, against the row's maximum M; every band and range of the row sums its share
+// (bands, recent keys and ranges cover ~5n keys in all, so this saves ~4 exps in 5). A segment
+// whose terms sum below 1e-250 (all of them at least ~575 nats below M: ALiBi far away) would be
+// made of subnormals and zeros; it is recomputed against its own maximum, so it keeps a
+// full-precision entropy. Above that threshold every term that underflows weighs < e^−140 of
+// the segment's largest.
+class RowSegments {
+ public:
+  RowSegments(const double* l, int64_t n) : l_(l) {
+    thread_local std::vector<double> e, el;
+    e.resize(size_t(n));
+    el.resize(size_t(n));
+    max_ = -std::numeric_limits<double>::infinity();
+    for (int64_t t = 0; t < n; ++t) max_ = std::max(max_, l[t]);
+    for (int64_t t = 0; t < n; ++t) {
+      e[t] = std::exp(l[t] - max_);
+      el[t] = e[t] * l[t];
+    }
+    e_ = e.data();
+    el_ = el.data();
+  }
+  Segment operator()(int64_t begin, int64_t end) const {
+    double z = 0, s = 0;
+    for (int64_t t = begin; t < end; ++t) {
+      z += e_[t];
+      s += el_[t];
+    }
+    if (z < 1e-250) return own_segment(l_, begin, end);
+    return {max_ + std::log(z), s / z};
+  }
+
+ private:
+  const double* l_;
+  const double* e_ = nullptr;
+  const double* el_ = nullptr;
+  double max_ = 0;
+};
+
 }  // namespace
 
 void add_row(const double* l, int64_t n, const StatsLayout& layout, StatsSums& sums) {
-  // Bands partition [0, n): the row's log-normaliser and entropy follow from theirs.
-  const size_t bands = layout.bands();
-  std::vector<Segment> band(bands, Segment{-std::numeric_limits<double>::infinity(), 0.0});
-  double max_lse = -std::numeric_limits<double>::infinity();
-  for (size_t b = 0; b < bands; ++b) {
+  const RowSegments segment(l, n);
+  const Segment row = segment(0, n);
+  sums.entropy += row.lse - row.mean_logit;
+  for (size_t b = 0; b < layout.bands(); ++b) {
     const int64_t begin = layout.band_edges[b], end = std::min(layout.band_edges[b + 1], n);
     if (begin >= end) continue;
-    band[b] = segment(l, begin, end);
-    max_lse = std::max(max_lse, band[b].lse);
-  }
-  double z = 0;
-  for (const auto& s : band) z += std::exp(s.lse - max_lse);
-  const double lse = max_lse + std::log(z);
-  double mean_logit = 0;
-  for (size_t b = 0; b < bands; ++b) {
-    if (layout.band_edges[b] >= n) continue;
-    const double mass = std::exp(band[b].lse - lse);
-    mean_logit += mass * band[b].mean_logit;
-    sums.band_mass[b] += mass;
-    sums.band_entropy[b] += band[b].lse - band[b].mean_logit;
+    const Segment s = segment(begin, end);
+    sums.band_mass[b] += std::exp(s.lse - row.lse);
+    sums.band_entropy[b] += s.lse - s.mean_logit;
     ++sums.band_rows[b];
   }
-  sums.entropy += lse - mean_logit;
-  sums.recent_mass += std::exp(segment(l, 0, std::min(layout.recent, n)).lse - lse);
+  sums.recent_mass += std::exp(segment(0, std::min(layout.recent, n)).lse - row.lse);
   for (size_t r = 0; r < layout.ranges(); ++r) {
     const int64_t begin = layout.range_start[r], end = begin * layout.range_ratio[r];
     if (end > n) continue;
-    const Segment s = segment(l, begin, end);
-    sums.range_mass[r] += std::exp(s.lse - lse);
+    const Segment s = segment(begin, end);
+    sums.range_mass[r] += std::exp(s.lse - row.lse);
     sums.range_entropy[r] += s.lse - s.mean_logit;
     ++sums.range_rows[r];
   }
@@ -271,27 +298,29 @@ void AttentionStatsRecorder::add(const torch::Tensor& q, const torch::Tensor& k,
   const auto dots = torch::matmul(qs, ks.transpose(-2, -1)).contiguous();
   const double* dot = dots.data_ptr<double>();
 
-  // One task per (b, h, row); results in row order, so the sums do not depend on threads.
-  const int64_t rows = B * H * Q;
-  std::vector<StatsSums> per_row(static_cast<size_t>(rows), StatsSums(layout_));
-  std::vector<ScoreSample> per_row_scores(raw_scores_ ? size_t(rows) : 0);
-  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
+  // One task per (b, h): its rows in order, so the sums do not depend on the thread count.
+  std::vector<StatsSums> per_head(static_cast<size_t>(B * H), StatsSums(layout_));
+  std::vector<ScoreSample> per_head_scores(raw_scores_ ? size_t(B * H) : 0);
+  at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
     std::vector<double> logit(static_cast<size_t>(T)), raw(static_cast<size_t>(T));
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t h = (task / Q) % H, r = task % Q, i = first + r, n = i + 1;
-      const double* d = dot + task * T;  // the row's dots with keys j = 0..T−1
-      const double m = head[h] * row[r] * double(mod.scale);
-      for (int64_t t = 0; t < n; ++t) logit[t] = m * dist[t] * d[i - t] + bias[h * T + t];
-      add_row(logit.data(), n, layout_, per_row[task]);
-      if (raw_scores_) {
-        for (int64_t j = 0; j < n; ++j) raw[j] = raw_scale * d[j];
-        per_row_scores[task].add(raw.data(), n, /*keep=*/128);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      const int64_t h = bh % H;
+      for (int64_t r = 0; r < Q; ++r) {
+        const int64_t i = first + r, n = i + 1;
+        const double* d = dot + (bh * Q + r) * T;  // the row's dots with keys j = 0..T−1
+        const double m = head[h] * row[r] * double(mod.scale);
+        for (int64_t t = 0; t < n; ++t) logit[t] = m * dist[t] * d[i - t] + bias[h * T + t];
+        add_row(logit.data(), n, layout_, per_head[bh]);
+        if (raw_scores_) {
+          for (int64_t j = 0; j < n; ++j) raw[j] = raw_scale * d[j];
+          per_head_scores[bh].add(raw.data(), n, /*keep=*/128);
+        }
       }
     }
   });
-  for (int64_t task = 0; task < rows; ++task) {
-    heads_[size_t((task / Q) % H)].add(per_row[task]);
-    if (raw_scores_) scores_.merge(per_row_scores[task]);
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    heads_[size_t(bh % H)].add(per_head[bh]);
+    if (raw_scores_) scores_.merge(per_head_scores[bh]);
   }
 }
 

@@ -50,7 +50,7 @@ int table(const Args& args) {
       ("rows", po::value(&rows)->composing(), "row keys, comma-separated (default: the varying keys but the seed)")
       ("cols", po::value(&cols)->composing(), "column keys (default: context)")
       ("format", po::value(&format)->default_value("md"), "md | csv | tex")
-      ("best", po::value(&o.best), "mark the min or max of each column, or none (default: min for loss, entropy)")
+      ("best", po::value(&o.best), "mark the min or max of each column, or none (default: min for loss, none for statistics)")
       ("out", po::value(&out), "also write the table to FILE");
   po::positional_options_description positional;
   positional.add("input", 1);

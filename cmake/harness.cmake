@@ -11,7 +11,7 @@ function(harness_use_torch_pch target)
 endfunction()
 
 function(harness_warnings target)
-  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -Wno-psabi>)
 endfunction()
 
 # A stage library: every .cpp below the folder except cuda/ and spm_module/ (built on their own);
