@@ -66,7 +66,7 @@ CausalAttentionImpl::CausalAttentionImpl(MethodOptions options)
   if (method_.kernel == "cuda" && !kHaveCudaKernel) no_cuda_kernel();
   if (method_.learned_head_scale())
     logn_scale = register_parameter(
-        "logn_scale", torch::full({method_.heads}, logn_initial_scale(method_), torch::kFloat32));
+        "logn_scale", torch::full({method_.heads}, initial_head_scale(method_), torch::kFloat32));
   alibi_slopes_ = alibi_slope_tensor(method_);
 }
 

@@ -36,12 +36,10 @@ std::string describe_positional(const Method& m) {
 }
 
 std::string describe_transform(const Method& m) {
-  switch (m.transform) {
-    case Transform::kLogN: return "logn (s_h·ln n_i·s, learned s_h initialised to 1/ln L)";
-    case Transform::kScaleInvariant: return "scale-invariant (a_t·s + m_t, tau " + num(m.tau) + ")";
-    case Transform::kInfoScale: return "infoscale (max(1, sqrt((1-n_i^(-2/d))/(1-L^(-2/d))))·s)";
-    default: return "none";
-  }
+  const TransformSpec& t = transform_spec(m.transform);
+  std::string out = t.formula;
+  if (t.reads_tau) out.insert(out.size() - 1, ", tau " + num(m.tau));
+  return out;
 }
 
 }  // namespace
@@ -89,10 +87,10 @@ std::string inspect_method(const MethodOptions& options, const std::vector<int64
     }
   }
   os << "per distance t, query with n_i = T = " << T << " visible keys"
-     << (m.learned_head_scale() ? " (LogN s_h at its init 1/ln L = " + num(logn_initial_scale(m)) + ")"
+     << (m.learned_head_scale() ? " (s_h at its initial " + num(initial_head_scale(m)) + ")"
                                 : std::string())
      << ": logit = multiplier·s + bias\n";
-  const double row = row_multiplier(m, T) * (m.learned_head_scale() ? logn_initial_scale(m) : 1.0);
+  const double row = row_multiplier(m, T) * initial_head_scale(m);
   const int64_t bias_columns = m.alibi() ? m.heads : 1;
   os << "  " << std::string(10, ' ') << "t" << "  " << std::string(8, ' ') << "multiplier";
   for (int64_t h = 0; h < bias_columns; ++h) {

@@ -39,13 +39,6 @@ const std::pair<const char*, Positional> kPositionals[] = {
     {"ntk", Positional::kNTK},   {"yarn", Positional::kYaRN}, {"alibi", Positional::kALiBi},
 };
 
-const std::pair<const char*, Transform> kTransforms[] = {
-    {"none", Transform::kNone},
-    {"logn", Transform::kLogN},
-    {"scale-invariant", Transform::kScaleInvariant},
-    {"infoscale", Transform::kInfoScale},
-};
-
 std::string join(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -74,7 +67,7 @@ std::vector<std::string> positional_names() {
 }
 std::vector<std::string> transform_names() {
   std::vector<std::string> names;
-  for (const auto& t : kTransforms) names.emplace_back(t.first);
+  for (const auto& t : transforms()) names.emplace_back(t.name);
   return names;
 }
 std::vector<std::string> kernel_names() { return {"reference", "fused", "cuda"}; }
@@ -84,11 +77,7 @@ std::string to_string(Positional p) {
     if (e.second == p) return e.first;
   return "?";
 }
-std::string to_string(Transform t) {
-  for (const auto& e : kTransforms)
-    if (e.second == t) return e.first;
-  return "?";
-}
+std::string to_string(Transform t) { return transform_spec(t).name; }
 
 bool Method::rotary() const {
   return positional == Positional::kRoPE || positional == Positional::kPRoPE ||
@@ -114,13 +103,13 @@ Method resolve_method(const MethodOptions& o) {
           "'; valid positional encodings: " + join(positional_names()));
   }
   if (!o.transform.empty()) {
-    bool found = false;
-    for (const auto& t : kTransforms)
-      if (o.transform == t.first) m.transform = t.second, found = true;
-    if (!found)
+    const TransformSpec* t = find_transform(o.transform);
+    if (!t)
       bad("unknown logit transform '" + o.transform +
           "'; valid transforms: " + join(transform_names()));
+    m.transform = t->id;
   }
+  const TransformSpec& transform = transform_spec(m.transform);
   if (o.p_rope_variant == "respread")
     m.p_rope_variant = PRoPEVariant::kRespread;
   else if (o.p_rope_variant == "truncate")
@@ -150,8 +139,6 @@ Method resolve_method(const MethodOptions& o) {
                           ? o.p_rope_fraction
                           : (m.p_rope_variant == PRoPEVariant::kRespread ? 0.5 : 0.75);
 
-  if (m.transform == Transform::kScaleInvariant && !(o.tau > 0 && std::isfinite(o.tau)))
-    bad("tau must be > 0 for the scale-invariant transform, got " + fmt(o.tau));
   m.tau = o.tau;
 
   if (m.rotary() && o.head_dim % 2 != 0)
@@ -173,13 +160,14 @@ Method resolve_method(const MethodOptions& o) {
   m.p_rope_base = o.p_rope_base;
 
   const bool needs_L = m.positional == Positional::kNTK || m.positional == Positional::kYaRN ||
-                       m.transform == Transform::kLogN || m.transform == Transform::kInfoScale;
+                       transform.needs_train_context;
   if (needs_L && o.train_context < 2)
     bad("method '" + o.method + "' (" + to_string(m.positional) + " × " +
         to_string(m.transform) + ") needs train_context >= 2, got " +
         std::to_string(o.train_context));
   if (o.train_context < 0) bad("train_context must be >= 0, got " + std::to_string(o.train_context));
   m.train_context = o.train_context;
+  if (transform.check) transform.check(m);
   return m;
 }
 
@@ -299,24 +287,7 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryTables& tables) {
 ScoreMod score_mod(const Method& m, int64_t T) {
   ScoreMod mod;
   mod.scale = float(m.score_scale * yarn_logit_multiplier(m, T));
-  switch (m.transform) {
-    case Transform::kLogN:
-      mod.row = RowFactor::kLogN;
-      break;
-    case Transform::kInfoScale: {
-      const double e = -2.0 / double(m.head_dim);
-      mod.row = RowFactor::kInfoScale;
-      mod.info_exponent = float(e);
-      mod.info_inv_denominator = float(1.0 / (1.0 - std::pow(double(m.train_context), e)));
-      break;
-    }
-    case Transform::kScaleInvariant:
-      mod.distance = DistanceMod::kScaleInvariant;
-      mod.inv_tau = float(1.0 / m.tau);
-      break;
-    default:
-      break;
-  }
+  transform_spec(m.transform).fill(m, mod);
   return mod;
 }
 
@@ -327,36 +298,21 @@ torch::Tensor alibi_slope_tensor(const Method& m) {
 
 // ---- closed forms ------------------------------------------------------------------------------
 
-double scale_invariant_multiplier(double tau, int64_t t) {
-  return std::sqrt(1.0 + 2.0 * std::log1p(double(t) / tau));
-}
-double scale_invariant_bias(double tau, int64_t t) { return -2.0 * std::log1p(double(t) / tau); }
-
-double row_multiplier(const Method& m, int64_t n) {
-  switch (m.transform) {
-    case Transform::kLogN:
-      return std::log(double(n));
-    case Transform::kInfoScale: {
-      const double e = -2.0 / double(m.head_dim);
-      const double r = (1.0 - std::pow(double(n), e)) /
-                       (1.0 - std::pow(double(m.train_context), e));
-      return std::max(1.0, std::sqrt(std::max(r, 0.0)));
-    }
-    default:
-      return 1.0;
-  }
-}
+double row_multiplier(const Method& m, int64_t n) { return transform_spec(m.transform).row(m, n); }
 
 double distance_multiplier(const Method& m, int64_t t) {
-  return m.transform == Transform::kScaleInvariant ? scale_invariant_multiplier(m.tau, t) : 1.0;
+  return transform_spec(m.transform).distance_multiplier(m, t);
 }
 
 double distance_bias(const Method& m, int64_t t, int64_t head) {
-  double b = m.transform == Transform::kScaleInvariant ? scale_invariant_bias(m.tau, t) : 0.0;
+  double b = transform_spec(m.transform).distance_bias(m, t);
   if (m.alibi()) b -= alibi_slopes(m.heads).at(size_t(head)) * double(t);
   return b;
 }
 
-double logn_initial_scale(const Method& m) { return 1.0 / std::log(double(m.train_context)); }
+double initial_head_scale(const Method& m) {
+  const auto& spec = transform_spec(m.transform);
+  return spec.initial_head_scale ? spec.initial_head_scale(m) : 1.0;
+}
 
 }  // namespace attention

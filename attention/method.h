@@ -12,6 +12,7 @@
 
 #include "attention/method_options.h"
 #include "attention/score_mod.h"
+#include "attention/transforms.h"
 
 #include <torch/types.h>
 
@@ -25,7 +26,6 @@ namespace attention {
 constexpr int64_t kMaxContext = int64_t(1) << 20;
 
 enum class Positional { kNoPE, kRoPE, kPRoPE, kNTK, kYaRN, kALiBi };
-enum class Transform { kNone, kLogN, kScaleInvariant, kInfoScale };
 enum class PRoPEVariant { kRespread, kTruncate };
 
 std::vector<std::string> preset_names();      // the 12 presets (also in attention.h)
@@ -56,10 +56,7 @@ struct Method {
   std::string kernel = "fused";
 
   bool rotary() const;             // rope, p-rope, ntk, yarn
-  bool learned_head_scale() const  // LogN's per-head s_h
-  {
-    return transform == Transform::kLogN;
-  }
+  bool learned_head_scale() const { return transform_spec(transform).learned_head_scale; }
   bool alibi() const { return positional == Positional::kALiBi; }
 };
 
@@ -105,18 +102,15 @@ ScoreMod score_mod(const Method& method, int64_t T);
 // ALiBi slopes as a (H) float64 tensor (kernels cast), undefined for other methods.
 torch::Tensor alibi_slope_tensor(const Method& method);
 
-// ---- the transform in closed form, float64 (the reference and `inspect` use these) -------------
+// ---- the transform in closed form, float64 (`inspect` and tests; transforms.h rows) ------------
 
-// Scale-invariant multiplier a_t = sqrt(1 + 2·ln(1 + t/τ)) and bias m_t = −2·ln(1 + t/τ).
-double scale_invariant_multiplier(double tau, int64_t t);
-double scale_invariant_bias(double tau, int64_t t);
-// Per-query factor with n visible keys, without the learned LogN scale s_h:
-// ln n (logn), max(1, sqrt((1 − n^(−2/D)) / (1 − L^(−2/D)))) (infoscale), else 1.
+// Per-query factor with n visible keys, without the learned scale s_h: ln n (logn),
+// max(1, sqrt((1 − n^(−2/D)) / (1 − L^(−2/D)))) (infoscale), else 1.
 double row_multiplier(const Method& method, int64_t n_visible);
 // Per-distance multiplier and bias (ALiBi's −m_h·t included in the bias for head h, 0-based).
 double distance_multiplier(const Method& method, int64_t t);
 double distance_bias(const Method& method, int64_t t, int64_t head);
-// Initial value of LogN's learned s_h: 1 / ln L.
-double logn_initial_scale(const Method& method);
+// Initial value of the learned per-head scale s_h (LogN: 1 / ln L); 1 without one.
+double initial_head_scale(const Method& method);
 
 }  // namespace attention

@@ -1,5 +1,7 @@
-// Fused CPU attention vs the float64 reference: time, peak memory, GFLOP/s, against a matmul
-// measured in the same run. Not a test.
+// Fused CPU attention against the float64 reference (the oracle), against materialised float32
+// attention written the straightforward LibTorch way (the fair speed baseline), and against the
+// matmul floor (the case's FLOPs at the sgemm rate measured in the same run): time, peak memory,
+// GFLOP/s. Not a test.
 //
 //   bench_attention [--quick] [--threads N] [--isa auto|avx512|avx2|generic] [--budget-gb G]
 //                   [--method NAME]
@@ -17,6 +19,7 @@
 #include "attention/fused_cpu.h"
 #include "attention/method.h"
 #include "attention/reference.h"
+#include "attention/score_mod.h"
 
 #include <torch/torch.h>
 
@@ -207,44 +210,82 @@ int main(int argc, char** argv) {
   std::printf("load average at start: %s (CPU ms ≫ threads × wall ms means other processes "
               "shared the cores)\n\n",
               load_average().c_str());
-  std::printf("%6s  %-8s  %-9s  %10s  %10s  %10s  %10s  %8s  %8s  %9s  %8s\n", "T", "pass",
+  std::printf("%6s  %-8s  %-9s  %10s  %10s  %10s  %10s  %8s  %8s  %9s  %9s  %8s\n", "T", "pass",
               "kernel", "min ms", "median ms", "CPU ms", "peak MB", "GFLOP/s", "%matmul", "vs ref",
-              "mem/ref");
+              "vs fp32", "mem/ref");
 
   for (const int64_t T : contexts) {
     const double fwd_flops = 2.0 * double(T) * double(T) * D * H;
     for (const bool backward : {false, true}) {
       const double flops = backward ? 3.5 * fwd_flops : fwd_flops;
       const char* pass = backward ? "fwd+bwd" : "fwd";
+      // Random q, k, v (B, H, T, D) and the timed step: `attend` forward without autograd, or
+      // forward and backward.
+      using Attend = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>;
+      auto timed_step = [&](int64_t T, Attend attend) {
+        torch::manual_seed(0);
+        auto q = torch::randn({B, H, T, D}), k = torch::randn({B, H, T, D}),
+             v = torch::randn({B, H, T, D});
+        if (backward) {
+          q.requires_grad_();
+          k.requires_grad_();
+          v.requires_grad_();
+        }
+        auto grad = torch::randn({B, H, T, D});
+        return std::function<void()>([=]() mutable {
+          if (backward) {
+            q.mutable_grad() = torch::Tensor();
+            k.mutable_grad() = torch::Tensor();
+            v.mutable_grad() = torch::Tensor();
+            attend(q, k, v).backward(grad);
+          } else {
+            torch::NoGradGuard no_grad;
+            attend(q, k, v);
+          }
+        });
+      };
       auto setup_for = [&](const std::string& kernel) {
         return [&, kernel](int64_t T) {
           auto o = opts;
           o.kernel = kernel;
           attention::CausalAttention attn(o);
-          torch::manual_seed(0);
-          auto q = torch::randn({B, H, T, D}), k = torch::randn({B, H, T, D}),
-               v = torch::randn({B, H, T, D});
-          if (backward) {
-            q.requires_grad_();
-            k.requires_grad_();
-            v.requires_grad_();
-          }
-          auto grad = torch::randn({B, H, T, D});
-          return std::function<void()>([=]() mutable {
-            if (backward) {
-              q.mutable_grad() = torch::Tensor();
-              k.mutable_grad() = torch::Tensor();
-              v.mutable_grad() = torch::Tensor();
-              attn->forward(q, k, v).backward(grad);
-            } else {
-              torch::NoGradGuard no_grad;
-              attn->forward(q, k, v);
-            }
-          });
+          return timed_step(T, [attn](const torch::Tensor& q, const torch::Tensor& k,
+                                      const torch::Tensor& v) mutable { return attn->forward(q, k, v); });
         };
+      };
+      // Materialised float32: the method's multiplier and bias as (T, T) tables from the policy,
+      // then logits, masked softmax and P·V with autograd, as one would write it in LibTorch.
+      auto materialised_fp32 = [&](int64_t T) {
+        const attention::Method m = attention::resolve_method(opts);
+        const attention::ScoreMod mod = attention::score_mod(m, T);
+        const auto slopes = attention::alibi_slopes(H);
+        auto mult = torch::zeros({H, T, T}), bias = torch::full({H, T, T}, -INFINITY);
+        auto mp = mult.accessor<float, 3>(), bp = bias.accessor<float, 3>();
+        const double hs = attention::initial_head_scale(m);
+        for (int64_t h = 0; h < H; ++h)
+          for (int64_t i = 0; i < T; ++i)
+            for (int64_t j = 0; j <= i; ++j) {
+              const int t = int(i - j);
+              mp[h][i][j] = float(hs * mod.scale * attention::fixed_multiplier<double>(mod, int(i), t));
+              bp[h][i][j] = float(attention::distance_bias<double>(mod, t, int(h)) -
+                                  (m.alibi() ? slopes[h] * t : 0.0));
+            }
+        const auto rot = attention::rotary_tables(m, T, torch::TensorOptions().dtype(torch::kFloat32));
+        return timed_step(T, [=](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+          const auto qr = attention::apply_rotary(q, rot), kr = attention::apply_rotary(k, rot);
+          const auto logits = torch::matmul(qr, kr.transpose(-2, -1)) * mult + bias;  // (B, H, T, T)
+          return torch::matmul(torch::softmax(logits, -1), v);
+        });
       };
       const Measurement fused =
           in_child(setup_for("fused"), T, args.threads, args.isa, min_seconds, max_reps);
+      // Materialised float32 peak: the two tables and ~3 B·H·T×T float32 tensors (inference),
+      // ~7 with autograd.
+      const double tt32_gb = double(T) * double(T) * 4.0 / 1e9;
+      const double fp32_est_gb = (2.0 + (backward ? 7.0 : 3.0) * B) * H * tt32_gb;
+      Measurement fp32;
+      const bool run_fp32 = fp32_est_gb <= args.budget_gb;
+      if (run_fp32) fp32 = in_child(materialised_fp32, T, args.threads, args.isa, min_seconds, 3);
       // Reference peak estimate: inference keeps ~7 T×T float64 matrices (one head at a time);
       // with autograd ~10 B·H·T×T float64 tensors are alive.
       const double tt_gb = double(T) * double(T) * 8.0 / 1e9;
@@ -253,34 +294,47 @@ int main(int argc, char** argv) {
       const bool run_ref = ref_est_gb <= args.budget_gb;
       if (run_ref) ref = in_child(setup_for("reference"), T, args.threads, args.isa, min_seconds, 3);
 
-      auto row = [&](const char* kernel, const Measurement& m, const Measurement* other) {
+      // vs columns: the other kernel's time / this one's (fused rows only).
+      auto row = [&](const char* kernel, const Measurement& m, bool compare) {
         if (!m.ok) {
           std::printf("%6lld  %-8s  %-9s  %s\n", (long long)T, pass, kernel, "failed");
           return;
         }
         const double gflops = flops / (m.ms_min * 1e-3) / 1e9;
-        char vs[32] = "", mem[32] = "";
-        if (other && other->ok) {
-          std::snprintf(vs, sizeof vs, "%.2fx", other->ms_min / m.ms_min);
-          std::snprintf(mem, sizeof mem, "%.2f%%", 100.0 * m.peak_mb / std::max(other->peak_mb, 1e-9));
-        } else if (other) {
+        char vs_ref[32] = "", vs_fp32[32] = "", mem[32] = "";
+        if (compare && ref.ok) {
+          std::snprintf(vs_ref, sizeof vs_ref, "%.2fx", ref.ms_min / m.ms_min);
+          std::snprintf(mem, sizeof mem, "%.2f%%", 100.0 * m.peak_mb / std::max(ref.peak_mb, 1e-9));
+        } else if (compare) {
           std::snprintf(mem, sizeof mem, "%.3f%%*", 100.0 * m.peak_mb / (ref_est_gb * 1e3));
         }
-        std::printf("%6lld  %-8s  %-9s  %10.1f  %10.1f  %10.1f  %10.1f  %8.1f  %7.1f%%  %9s  %8s\n",
+        if (compare && fp32.ok) std::snprintf(vs_fp32, sizeof vs_fp32, "%.2fx", fp32.ms_min / m.ms_min);
+        std::printf("%6lld  %-8s  %-9s  %10.1f  %10.1f  %10.1f  %10.1f  %8.1f  %7.1f%%  %9s  %9s  %8s\n",
                     (long long)T, pass, kernel, m.ms_min, m.ms_median, m.cpu_ms, m.peak_mb, gflops,
-                    mm_gflops > 0 ? 100.0 * gflops / mm_gflops : 0.0, vs, mem);
+                    mm_gflops > 0 ? 100.0 * gflops / mm_gflops : 0.0, vs_ref, vs_fp32, mem);
       };
-      row("fused", fused, &ref);
-      if (run_ref)
-        row("reference", ref, nullptr);
-      else
+      auto not_run = [&](const char* kernel, double est_gb, const char* what, double one_gb) {
         std::printf("%6lld  %-8s  %-9s  not run: estimated peak %.1f GB > budget %.1f GB "
-                    "(one B·H·T×T float64 tensor = %.2f GB)\n",
-                    (long long)T, pass, "reference", ref_est_gb, args.budget_gb, B * H * tt_gb);
+                    "(one B·H·T×T %s tensor = %.2f GB)\n",
+                    (long long)T, pass, kernel, est_gb, args.budget_gb, what, one_gb);
+      };
+      row("fused", fused, true);
+      if (run_fp32)
+        row("fp32 mat.", fp32, false);
+      else
+        not_run("fp32 mat.", fp32_est_gb, "float32", B * H * tt32_gb);
+      if (run_ref)
+        row("reference", ref, false);
+      else
+        not_run("reference", ref_est_gb, "float64", B * H * tt_gb);
+      if (mm_gflops > 0)
+        std::printf("%6lld  %-8s  %-9s  %10.1f  %10s  %10s  %10s  %8.1f  %7.1f%%\n", (long long)T, pass,
+                    "mm floor", flops / (mm_gflops * 1e9) * 1e3, "", "", "", mm_gflops, 100.0);
       std::fflush(stdout);
     }
   }
-  std::printf("\nvs ref: reference time / fused time. mem/ref: fused peak / reference peak "
-              "(* = against the reference's estimated peak, not run).\n");
+  std::printf("\nvs ref, vs fp32: float64 reference (the oracle) or materialised float32 time / fused "
+              "time. mm floor: the case's FLOPs at the matmul rate. mem/ref: fused peak / reference "
+              "peak (* = against the reference's estimated peak, not run).\n");
   return 0;
 }

@@ -20,11 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_common.h"
 #include "cli/options.h"
 #include "harness/config/engine_options.h"
-#include "harness/data/token_shard.h"
 #include "harness/train/evaluate.h"
-#include "harness/util/process_setup.h"
 #include "models/gpt.h"
 
 namespace {
@@ -73,9 +72,7 @@ int run(int argc, char** argv) {
   const auto& c = loaded.config;
   torch::set_num_threads(threads);
   torch::manual_seed(c.train.seed);
-  const int64_t vocab = c.data.tokenizer == "byte"           ? 256
-                        : c.data.tokenizer == "pretokenized" ? harness::data::kGpt2PaddedVocabSize
-                                                             : c.data.vocab_size;
+  const int64_t vocab = bench::vocab_size(c);
   models::GPT model(harness::config::gpt_options(c, vocab));
   const auto contexts = contexts_text.empty() ? c.eval_contexts() : parse_contexts(contexts_text);
   const int64_t N = windows > 0 ? windows : c.eval.windows;
@@ -114,13 +111,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  harness::prefer_passive_openmp_waits(argv);  // as `harness train` does
-  harness::keep_freed_memory_for_reuse();
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "bench_eval_stats: {}\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return bench::main_with("bench_eval_stats", argc, argv, run); }

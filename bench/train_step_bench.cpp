@@ -23,10 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_common.h"
 #include "cli/options.h"
 #include "harness/config/engine_options.h"
-#include "harness/data/token_shard.h"
-#include "harness/util/process_setup.h"
 #include "models/gpt.h"
 #include "models/optimizers.h"
 #include "models/schedule.h"
@@ -139,9 +138,7 @@ int run(int argc, char** argv) {
   const auto& c = loaded.config;
   torch::set_num_threads(threads);
   torch::manual_seed(c.train.seed);
-  const int64_t vocab = c.data.tokenizer == "byte"           ? 256
-                        : c.data.tokenizer == "pretokenized" ? harness::data::kGpt2PaddedVocabSize
-                                                             : c.data.vocab_size;
+  const int64_t vocab = bench::vocab_size(c);
   models::GPT model(harness::config::gpt_options(c, vocab));
   models::Optimizers optim(model, harness::config::optim_options(c));
   const auto schedule = harness::config::schedule_options(c);
@@ -195,13 +192,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  harness::prefer_passive_openmp_waits(argv);  // as `harness train` does
-  harness::keep_freed_memory_for_reuse();
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "bench_train_step: {}\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return bench::main_with("bench_train_step", argc, argv, run); }

@@ -8,7 +8,7 @@
 #     and runs the test (float64 CPU reference, fp32 + bf16, D 64/128, T 1/37/200);
 #  2. builds the LibTorch binding and attention/cuda/gpu_check.cpp against that torch's LibTorch
 #     (directly with nvcc + g++, not the whole harness, whose other dependencies may be missing)
-#     and checks forward and backward against float64 torch ops;
+#     and checks forward and backward of every registry transform against attention/reference.cpp;
 #  3. times ours against FlexAttention (attention/cuda/flex_bench.py, torch.compile'd) at
 #     T ∈ {1024, 4096, 16384}, B=1, H=6, D=128, scale-invariant logits, and prints one table.
 #
@@ -102,16 +102,23 @@ CXX_FLAGS=(-std=c++17 -O2 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$TORCH_ABI" -I"$ROOT"
 binding_pid=$!
 "$CXX" "${CXX_FLAGS[@]}" -c attention/cuda/gpu_check.cpp -o "$BUILD/gpu_check.o" &
 check_pid=$!
+# The float64 reference gpu_check compares against, with the method layer it reads.
+reference_objects=()
+for src in attention/method.cpp attention/transforms.cpp attention/reference.cpp; do
+  obj="$BUILD/$(basename "${src%.cpp}").o"
+  "$CXX" "${CXX_FLAGS[@]}" -c "$src" -o "$obj" || { echo "gpu-check: FAILED to compile $src"; exit 1; }
+  reference_objects+=("$obj")
+done
 wait $binding_pid || { echo "gpu-check: FAILED to compile attention/cuda/binding.cpp"; exit 1; }
 wait $check_pid || { echo "gpu-check: FAILED to compile attention/cuda/gpu_check.cpp"; exit 1; }
 # Our kernels carry their own (static) CUDA runtime of the local toolkit; torch keeps its own.
-"$CXX" "$BUILD/gpu_check.o" "$BUILD/binding.o" "$BUILD/fused_attention.o" -o "$BUILD/gpu_check" \
+"$CXX" "$BUILD/gpu_check.o" "${reference_objects[@]}" "$BUILD/binding.o" "$BUILD/fused_attention.o" -o "$BUILD/gpu_check" \
   -L"$TORCH_DIR/lib" -Wl,-rpath,"$TORCH_DIR/lib" \
   -Wl,--no-as-needed -ltorch -ltorch_cuda -ltorch_cpu -lc10_cuda -lc10 -Wl,--as-needed \
   -L"$CUDA_HOME/lib64" -L"$CUDA_HOME/lib" -lcudart_static -ldl -lrt -lpthread \
   || { echo "gpu-check: FAILED to link gpu_check"; exit 1; }
 
-say "2/3 run gpu_check (fwd/bwd vs float64 torch ops, then our timings)"
+say "2/3 run gpu_check (fwd/bwd vs the float64 reference, then our timings)"
 rm -f "$BUILD/ours.csv" "$BUILD/flex.csv"
 timeout 240 "$BUILD/gpu_check" --timing-csv "$BUILD/ours.csv"
 check_status=$?

@@ -200,17 +200,12 @@ std::string Sweep::value_text(size_t i, const std::string& key) const {
   return spec ? spec->get(runs.at(i).loaded.config) : "";
 }
 
-Sweep load_sweep_text(const std::string& text, const std::string& source) {
-  Sweep sweep;
-  sweep.path = source;
-  sweep.text = text;
-  const YAML::Node root = parse_yaml(text, source);
-  if (!root.IsMap())
-    throw InputError(fmt::format("{}: expected a sweep (a mapping with name, base, grid, zip, "
-                                 "seeds, runs), got {}", Location::of(source, root).str(),
-                                 describe(root)));
+// ---- load_sweep_text's stages: parse, check, expand, resolve -------------------------------
 
-  // Top-level keys.
+namespace {
+
+// The top-level keys of a sweep, each checked against sweep_keys().
+std::map<std::string, YAML::Node> parse_sections(const YAML::Node& root, const std::string& source) {
   std::map<std::string, YAML::Node> sections;
   for (const auto& kv : root) {
     const Location at = Location::of(source, kv.first);
@@ -233,6 +228,12 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
     sections[key] = kv.second;
   }
 
+  return sections;
+}
+
+// name, base, the axes and the explicit runs into `sweep`; returns the base config.
+config::LoadedConfig parse_axes_and_base(std::map<std::string, YAML::Node>& sections,
+                                         const std::string& source, Sweep& sweep) {
   // name: a single path component (results go to <out_dir>/<name>/).
   if (sections.count("name")) {
     const YAML::Node& n = sections["name"];
@@ -316,6 +317,12 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
     }
   }
 
+  return base;
+}
+
+// Every axis value on its own through the schema (so each message points at it), and each key
+// varied by one axis only.
+void check_axes(const Sweep& sweep, const config::LoadedConfig& base) {
   // A key may be varied by one axis only.
   {
     std::map<std::string, Location> varied;
@@ -345,6 +352,10 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
       for (const auto& [key, v] : r.overrides) check(key, v);
   }
 
+}
+
+// The points of the sweep, each a list of settings over the base.
+std::vector<std::vector<Setting>> expand(const Sweep& sweep) {
   // Expansion, in plan order: grid (first key outermost) × zip × seeds, then each explicit run
   // × seeds. The grid product is the base alone when there is no grid or zip; a sweep of only
   // `runs:` has just those.
@@ -383,7 +394,13 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
     add_with_seeds(settings);
   }
 
-  // Resolve each point; its id is the hash of its identity (config::canonical_text). Points with
+  return combinations;
+}
+
+// Resolves each point into sweep.runs (one run per id) and finds the run directories.
+void resolve_runs(const std::vector<std::vector<Setting>>& combinations,
+                  const config::LoadedConfig& base, const std::string& source, Sweep& sweep) {
+  // Each point's id is the hash of its identity (config::canonical_text). Points with
   // the same id are one run: the first in plan order keeps them as `merged`.
   std::map<std::string, size_t> by_id;
   for (size_t i = 0; i < combinations.size(); ++i) {
@@ -419,9 +436,12 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
 
   sweep.sweep_dir = (fs::path(base.config.run.out_dir) / sweep.name).string();
   for (auto& run : sweep.runs) run.run_dir = find_run_dir(sweep.sweep_dir, run);
+}
 
-  // Keys whose resolved values differ between the runs that read them, in order of first
-  // appearance.
+// Keys whose resolved values differ between the runs that read them, in order of first
+// appearance.
+std::vector<std::string> varying_keys(const Sweep& sweep) {
+  std::vector<std::string> varying;
   std::vector<std::string> candidates;
   for (const auto& run : sweep.runs)
     for (const auto& s : run.settings)
@@ -432,8 +452,27 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
     std::set<std::string> values;
     for (const auto& run : sweep.runs)
       if (spec->is_read(run.loaded.config)) values.insert(spec->get(run.loaded.config));
-    if (values.size() > 1) sweep.varying_keys.push_back(key);
+    if (values.size() > 1) varying.push_back(key);
   }
+  return varying;
+}
+
+}  // namespace
+
+Sweep load_sweep_text(const std::string& text, const std::string& source) {
+  Sweep sweep;
+  sweep.path = source;
+  sweep.text = text;
+  const YAML::Node root = parse_yaml(text, source);
+  if (!root.IsMap())
+    throw InputError(fmt::format("{}: expected a sweep (a mapping with name, base, grid, zip, "
+                                 "seeds, runs), got {}", Location::of(source, root).str(),
+                                 describe(root)));
+  auto sections = parse_sections(root, source);
+  const config::LoadedConfig base = parse_axes_and_base(sections, source, sweep);
+  check_axes(sweep, base);
+  resolve_runs(expand(sweep), base, source, sweep);
+  sweep.varying_keys = varying_keys(sweep);
   return sweep;
 }
 

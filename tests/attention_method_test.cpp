@@ -71,6 +71,48 @@ TEST(AttentionMethod, ScoreModMatchesClosedForms) {
   }
 }
 
+TEST(AttentionMethod, EveryRegistryTransformMatchesThePolicyAndTheReference) {
+  // Each registry row three ways: its float64 closed forms, the policy it fills (what the kernels
+  // evaluate), and the independent float64 reference's logits. A new row is covered here as is.
+  const int64_t T = 40, H = 2, D = 16, L = 16;
+  torch::manual_seed(7);
+  const auto q = torch::randn({1, H, T, D}, torch::kFloat64);
+  const auto k = torch::randn({1, H, T, D}, torch::kFloat64);
+  const auto dots = torch::matmul(q, k.transpose(-2, -1))[0];  // (H, T, T)
+  for (const auto& spec : attention::transforms()) {
+    for (const std::string positional : {"nope", "alibi"}) {
+      auto o = opts("nope", D, L, H);
+      o.positional = positional;
+      o.transform = spec.name;
+      o.tau = 0.5;
+      const Method m = attention::resolve_method(o);
+      EXPECT_EQ(attention::to_string(m.transform), spec.name);
+      EXPECT_EQ(m.learned_head_scale(), spec.learned_head_scale) << spec.name;
+      const auto head = m.learned_head_scale() ? torch::tensor({0.6, 1.3}, torch::kFloat64) : torch::Tensor();
+      const std::vector<float> head_f = {0.6f, 1.3f};
+      std::vector<float> slopes;
+      for (double x : attention::alibi_slopes(H)) slopes.push_back(float(x));
+      attention::ScoreMod mod = attention::score_mod(m, T);
+      if (m.learned_head_scale()) mod.head_scale = head_f.data();
+      if (m.alibi()) mod.alibi_slope = slopes.data();
+      const auto ref = attention::reference_logits(q, k, m, head)[0];  // (H, T, T)
+      for (int i = 0; i < T; ++i)
+        for (int j = 0; j <= i; ++j) {
+          const int t = i - j;
+          const std::string at = std::string(spec.name) + " " + positional + " i=" + std::to_string(i) +
+                                 " t=" + std::to_string(t);
+          const double closed = attention::row_multiplier(m, i + 1) * attention::distance_multiplier(m, t);
+          ASSERT_NEAR(attention::fixed_multiplier<double>(mod, i, t), closed, 1e-6 * std::abs(closed)) << at;
+          for (int h = 0; h < H; ++h) {
+            ASSERT_NEAR(attention::distance_bias<double>(mod, t, h), attention::distance_bias(m, t, h), 1e-5) << at;
+            const double policy = attention::logit<double>(mod, dots[h][i][j].item<double>(), i, j, h);
+            ASSERT_NEAR(policy, ref[h][i][j].item<double>(), 1e-5 * (1 + std::abs(policy))) << at;
+          }
+        }
+    }
+  }
+}
+
 // ---- rotary frequency tables ------------------------------------------------------------------
 
 TEST(AttentionMethod, RopeFrequencies) {
@@ -189,7 +231,7 @@ TEST(AttentionMethod, LogNRowFactorAndInitialScale) {
   const Method m = attention::resolve_method(opts("logn+rope", 16, 64));
   for (int64_t n : {1, 2, 10, 64, 1000})
     EXPECT_NEAR(attention::row_multiplier(m, n), std::log(double(n)), 1e-15);
-  EXPECT_NEAR(attention::logn_initial_scale(m), 1.0 / std::log(64.0), 1e-15);
+  EXPECT_NEAR(attention::initial_head_scale(m), 1.0 / std::log(64.0), 1e-15);
   // The module registers the learned s_h under "logn_scale", initialised to 1/ln L.
   attention::CausalAttention attn(opts("logn+rope", 16, 64, 3));
   auto params = attn->named_parameters();

@@ -9,6 +9,9 @@
 #include <torch/autograd.h>
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "attention/cuda/fused_attention.cuh"
 
@@ -35,24 +38,23 @@ void check_cuda(cudaError_t status, const char* what) {
   TORCH_CHECK(status == cudaSuccess, "fused_attention ", what, ": ", cudaGetErrorString(status));
 }
 
-// The non-pointer fields of a ScoreMod, kept in ctx->saved_data between forward and backward.
-void save_mod(AutogradContext* ctx, const ScoreMod& mod) {
-  ctx->saved_data["scale"] = static_cast<double>(mod.scale);
-  ctx->saved_data["row"] = static_cast<int64_t>(mod.row);
-  ctx->saved_data["info_exponent"] = static_cast<double>(mod.info_exponent);
-  ctx->saved_data["info_inv_denominator"] = static_cast<double>(mod.info_inv_denominator);
-  ctx->saved_data["distance"] = static_cast<int64_t>(mod.distance);
-  ctx->saved_data["inv_tau"] = static_cast<double>(mod.inv_tau);
+// The ScoreMod travels to the backward pass whole, as one trivially-copyable value (its bytes
+// in ctx->saved_data), so a field added to score_mod.h needs nothing here. Its per-head pointers
+// are re-pointed at the saved tensors in make_args.
+static_assert(std::is_trivially_copyable<ScoreMod>::value, "ScoreMod must be saved as bytes");
+
+void save_mod(AutogradContext* ctx, ScoreMod mod) {
+  mod.head_scale = nullptr;
+  mod.alibi_slope = nullptr;
+  std::vector<int64_t> words((sizeof(ScoreMod) + sizeof(int64_t) - 1) / sizeof(int64_t), 0);
+  std::memcpy(words.data(), &mod, sizeof(ScoreMod));
+  ctx->saved_data["score_mod"] = words;
 }
 
 ScoreMod load_mod(AutogradContext* ctx) {
+  const std::vector<int64_t> words = ctx->saved_data["score_mod"].toIntVector();
   ScoreMod mod;
-  mod.scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
-  mod.row = static_cast<RowFactor>(ctx->saved_data["row"].toInt());
-  mod.info_exponent = static_cast<float>(ctx->saved_data["info_exponent"].toDouble());
-  mod.info_inv_denominator = static_cast<float>(ctx->saved_data["info_inv_denominator"].toDouble());
-  mod.distance = static_cast<DistanceMod>(ctx->saved_data["distance"].toInt());
-  mod.inv_tau = static_cast<float>(ctx->saved_data["inv_tau"].toDouble());
+  std::memcpy(&mod, words.data(), sizeof(ScoreMod));
   return mod;
 }
 

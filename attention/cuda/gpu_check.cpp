@@ -1,6 +1,7 @@
 // GPU check of attention::cuda::fused_attention (the LibTorch binding), run by scripts/gpu-check.sh:
-//  1. forward o and backward dq, dk, dv, dhead_scale against a float64 reference built from torch
-//     ops (autograd through the same formulas as attention/score_mod.h), fp32 and bf16;
+//  1. forward o and backward dq, dk, dv, dhead_scale against the harness's float64 reference
+//     (attention/reference.h: materialised logits from its own closed forms, autograd), for every
+//     logit transform of the registry (attention/transforms.h) and ALiBi, fp32 and bf16;
 //  2. timings at B=1, H=6, D=128 with the scale-invariant score mod (τ = 10), written as CSV rows
 //     "T,dtype,fwd_ms,fwd_bwd_ms" to the file given by --timing-csv.
 // Exit code: 0 when every check passes, 1 otherwise.
@@ -16,51 +17,13 @@
 #include <vector>
 
 #include "attention/cuda/binding.h"
+#include "attention/method.h"
+#include "attention/reference.h"
 #include "attention/score_mod.h"
 
 namespace {
 
 using attention::ScoreMod;
-
-// ---------------------------------------------------------------------------------------------
-// float64 reference with torch ops.
-
-// q, k, v: (B, H, T, D) float64; head_scale, alibi_slope: (H) float64 or undefined.
-torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  const ScoreMod& mod, const torch::Tensor& head_scale,
-                                  const torch::Tensor& alibi_slope) {
-  const int64_t heads = q.size(1), seq_len = q.size(2);
-  const auto options = q.options().requires_grad(false);
-  const torch::Tensor i = torch::arange(seq_len, options).view({seq_len, 1});  // (T, 1)
-  const torch::Tensor j = torch::arange(seq_len, options).view({1, seq_len});  // (1, T)
-  const torch::Tensor t = (i - j).clamp_min(0);                                // (T, T)
-  const torch::Tensor n = i + 1;                                               // visible keys
-
-  torch::Tensor row_factor = torch::ones_like(n);  // (T, 1)
-  if (mod.row == attention::RowFactor::kLogN) {
-    row_factor = torch::log(n);
-  } else if (mod.row == attention::RowFactor::kInfoScale) {
-    const torch::Tensor ratio =
-        (1 - torch::pow(n, static_cast<double>(mod.info_exponent))) * static_cast<double>(mod.info_inv_denominator);
-    row_factor = torch::sqrt(ratio.clamp_min(1.0));
-  }
-  torch::Tensor distance_factor = torch::ones_like(t);  // (T, T)
-  torch::Tensor bias = torch::zeros_like(t);            // (T, T)
-  if (mod.distance == attention::DistanceMod::kScaleInvariant) {
-    const torch::Tensor log_term = torch::log1p(t * static_cast<double>(mod.inv_tau));
-    distance_factor = torch::sqrt(1 + 2 * log_term);
-    bias = -2 * log_term;
-  }
-  torch::Tensor multiplier = (row_factor * distance_factor).view({1, 1, seq_len, seq_len});
-  if (head_scale.defined()) multiplier = multiplier * head_scale.view({1, heads, 1, 1});
-  torch::Tensor bias4 = bias.view({1, 1, seq_len, seq_len});
-  if (alibi_slope.defined()) bias4 = bias4 - alibi_slope.view({1, heads, 1, 1}) * t.view({1, 1, seq_len, seq_len});
-
-  torch::Tensor logits =
-      multiplier * static_cast<double>(mod.scale) * torch::matmul(q, k.transpose(-2, -1)) + bias4;
-  logits = logits.masked_fill((j > i).view({1, 1, seq_len, seq_len}), -INFINITY);
-  return torch::matmul(torch::softmax(logits, -1), v);  // (B, H, T, D)
-}
 
 // max |got − want| / max(max |want|, floor)
 double relative_error(const torch::Tensor& got, const torch::Tensor& want, double floor) {
@@ -71,63 +34,51 @@ double relative_error(const torch::Tensor& got, const torch::Tensor& want, doubl
 
 struct ModCase {
   std::string name;
-  ScoreMod mod;
-  bool head_scale = false;
-  bool alibi = false;
+  attention::Method method;  // positional nope or alibi: q and k reach the kernel unrotated
 };
 
-std::vector<ModCase> mod_cases(int64_t head_dim) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+// Every registry transform, without and with ALiBi (L = 64 for those that read it).
+std::vector<ModCase> mod_cases(int64_t heads, int64_t head_dim) {
   std::vector<ModCase> cases;
-  ModCase none{"none", ScoreMod{}};
-  none.mod.scale = scale;
-  cases.push_back(none);
-  ModCase si{"scale-invariant(tau=10)", ScoreMod{}};
-  si.mod.scale = scale;
-  si.mod.distance = attention::DistanceMod::kScaleInvariant;
-  si.mod.inv_tau = 0.1f;
-  cases.push_back(si);
-  ModCase logn{"logn+head_scale", ScoreMod{}, true, false};
-  logn.mod.scale = scale;
-  logn.mod.row = attention::RowFactor::kLogN;
-  cases.push_back(logn);
-  ModCase info{"infoscale(L=64)", ScoreMod{}};
-  info.mod.scale = scale;
-  info.mod.row = attention::RowFactor::kInfoScale;
-  info.mod.info_exponent = -2.0f / head_dim;
-  info.mod.info_inv_denominator = 1.0f / (1.0f - std::pow(64.0f, -2.0f / head_dim));
-  cases.push_back(info);
-  ModCase alibi{"alibi", ScoreMod{}, false, true};
-  alibi.mod.scale = scale;
-  cases.push_back(alibi);
-  ModCase all{"si+logn+head_scale+alibi", ScoreMod{}, true, true};
-  all.mod = si.mod;
-  all.mod.row = attention::RowFactor::kLogN;
-  cases.push_back(all);
+  for (const auto& spec : attention::transforms())
+    for (const char* positional : {"nope", "alibi"}) {
+      attention::MethodOptions o;
+      o.method = "nope";
+      o.positional = positional;
+      o.transform = spec.name;
+      o.tau = 10.0;
+      o.heads = heads;
+      o.head_dim = head_dim;
+      o.train_context = 64;
+      cases.push_back({std::string(spec.name) + "+" + positional, attention::resolve_method(o)});
+    }
   return cases;
 }
 
 // One comparison; returns whether it passed.
 bool check_case(torch::ScalarType dtype, int64_t head_dim, int64_t seq_len, const ModCase& c) {
-  constexpr int64_t kBatch = 2, kHeads = 3;
+  constexpr int64_t kBatch = 2;
+  const int64_t heads = c.method.heads;
   const auto device_options = torch::TensorOptions().device(torch::kCUDA);
-  const auto shape = std::vector<int64_t>{kBatch, kHeads, seq_len, head_dim};
+  const auto shape = std::vector<int64_t>{kBatch, heads, seq_len, head_dim};
   // Inputs made in the element type, so the reference sees exactly what the kernel sees.
   const torch::Tensor q = torch::randn(shape, device_options.dtype(dtype));
   const torch::Tensor k = torch::randn(shape, device_options.dtype(dtype));
   const torch::Tensor v = torch::randn(shape, device_options.dtype(dtype));
   const torch::Tensor d_o = torch::randn(shape, device_options.dtype(dtype));
-  const torch::Tensor head_scale =
-      c.head_scale ? torch::tensor({0.7f, 1.0f, 1.4f}, device_options.dtype(torch::kFloat32)) : torch::Tensor();
+  const torch::Tensor head_scale = c.method.learned_head_scale()
+                                       ? torch::tensor({0.7f, 1.0f, 1.4f}, device_options.dtype(torch::kFloat32))
+                                       : torch::Tensor();
   const torch::Tensor alibi_slope =
-      c.alibi ? torch::tensor({0.157f, 0.0248f, 0.0039f}, device_options.dtype(torch::kFloat32)) : torch::Tensor();
+      c.method.alibi() ? attention::alibi_slope_tensor(c.method).to(device_options.dtype(torch::kFloat32))
+                       : torch::Tensor();
 
   // Ours.
   torch::Tensor q_ours = q.clone().requires_grad_(true), k_ours = k.clone().requires_grad_(true),
                 v_ours = v.clone().requires_grad_(true);
   torch::Tensor head_scale_ours = head_scale.defined() ? head_scale.clone().requires_grad_(true) : torch::Tensor();
-  const torch::Tensor o_ours =
-      attention::cuda::fused_attention(q_ours, k_ours, v_ours, c.mod, head_scale_ours, alibi_slope);
+  const torch::Tensor o_ours = attention::cuda::fused_attention(
+      q_ours, k_ours, v_ours, attention::score_mod(c.method, seq_len), head_scale_ours, alibi_slope);
   o_ours.backward(d_o);
 
   // float64 reference.
@@ -135,8 +86,7 @@ bool check_case(torch::ScalarType dtype, int64_t head_dim, int64_t seq_len, cons
                 v_ref = v.to(torch::kFloat64).requires_grad_(true);
   torch::Tensor head_scale_ref =
       head_scale.defined() ? head_scale.to(torch::kFloat64).requires_grad_(true) : torch::Tensor();
-  const torch::Tensor alibi_ref = alibi_slope.defined() ? alibi_slope.to(torch::kFloat64) : torch::Tensor();
-  const torch::Tensor o_ref = reference_attention(q_ref, k_ref, v_ref, c.mod, head_scale_ref, alibi_ref);
+  const torch::Tensor o_ref = attention::reference_attention(q_ref, k_ref, v_ref, c.method, head_scale_ref);
   o_ref.backward(d_o.to(torch::kFloat64));
 
   const double tolerance = dtype == torch::kBFloat16 ? 2e-2 : 1e-4;
@@ -235,7 +185,7 @@ int main(int argc, char** argv) {
   for (const torch::ScalarType dtype : {torch::kFloat32, torch::kBFloat16}) {
     for (const int64_t head_dim : {64, 128}) {
       for (const int64_t seq_len : {1, 37, 300}) {
-        for (const ModCase& c : mod_cases(head_dim)) {
+        for (const ModCase& c : mod_cases(3, head_dim)) {
           ++cases;
           if (!check_case(dtype, head_dim, seq_len, c)) ++failures;
         }

@@ -308,7 +308,7 @@ std::vector<KeySpec> build_schema() {
                         "scale-invariant τ (paper: 10 at L = 4096, i.e. about L/400)"),
       [](const RunConfig& c) {
         return method_reads(c, [](const attention::Method& m) {
-          return m.transform == attention::Transform::kScaleInvariant;
+          return attention::transform_spec(m.transform).reads_tau;
         });
       }));
   s.push_back(read_when(

@@ -1,0 +1,85 @@
+#include "attention/transforms.h"
+
+#include "attention/method.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+namespace attention {
+
+double scale_invariant_multiplier(double tau, int64_t t) {
+  return std::sqrt(1.0 + 2.0 * std::log1p(double(t) / tau));
+}
+double scale_invariant_bias(double tau, int64_t t) { return -2.0 * std::log1p(double(t) / tau); }
+
+namespace {
+
+double one(const Method&, int64_t) { return 1.0; }
+double zero(const Method&, int64_t) { return 0.0; }
+
+// InfoScale's exponent −2/d.
+double info_exponent(const Method& m) { return -2.0 / double(m.head_dim); }
+
+const std::vector<TransformSpec> kTransforms = {
+    {Transform::kNone, "none", "none", false, false, false, nullptr,
+     [](const Method&, ScoreMod&) {}, one, one, zero, nullptr},
+
+    // SSMax / LogN (arXiv 2501.19399): s_h·ln n_i·s, s_h learned from 1/ln L.
+    {Transform::kLogN, "logn", "logn (s_h·ln n_i·s, learned s_h initialised to 1/ln L)", true, true,
+     false, nullptr, [](const Method&, ScoreMod& mod) { mod.row = RowFactor::kLogN; },
+     [](const Method&, int64_t n) { return std::log(double(n)); }, one, zero,
+     [](const Method& m) { return 1.0 / std::log(double(m.train_context)); }},
+
+    // arXiv 2505.17083: a_t·s + m_t.
+    {Transform::kScaleInvariant, "scale-invariant", "scale-invariant (a_t·s + m_t)", false, false,
+     true,
+     [](const Method& m) {
+       if (!(m.tau > 0 && std::isfinite(m.tau))) {
+         std::ostringstream os;
+         os << "attention: tau must be > 0 for the scale-invariant transform, got " << m.tau;
+         throw std::invalid_argument(os.str());
+       }
+     },
+     [](const Method& m, ScoreMod& mod) {
+       mod.distance = DistanceMod::kScaleInvariant;
+       mod.inv_tau = float(1.0 / m.tau);
+     },
+     one, [](const Method& m, int64_t t) { return scale_invariant_multiplier(m.tau, t); },
+     [](const Method& m, int64_t t) { return scale_invariant_bias(m.tau, t); }, nullptr},
+
+    // InfoScale: max(1, sqrt((1 − n_i^(−2/d)) / (1 − L^(−2/d))))·s.
+    {Transform::kInfoScale, "infoscale", "infoscale (max(1, sqrt((1-n_i^(-2/d))/(1-L^(-2/d))))·s)",
+     true, false, false, nullptr,
+     [](const Method& m, ScoreMod& mod) {
+       mod.row = RowFactor::kInfoScale;
+       mod.info_exponent = float(info_exponent(m));
+       mod.info_inv_denominator =
+           float(1.0 / (1.0 - std::pow(double(m.train_context), info_exponent(m))));
+     },
+     [](const Method& m, int64_t n) {
+       const double e = info_exponent(m);
+       const double r = (1.0 - std::pow(double(n), e)) / (1.0 - std::pow(double(m.train_context), e));
+       return std::max(1.0, std::sqrt(std::max(r, 0.0)));
+     },
+     one, zero, nullptr},
+};
+
+}  // namespace
+
+const std::vector<TransformSpec>& transforms() { return kTransforms; }
+
+const TransformSpec& transform_spec(Transform t) {
+  for (const auto& s : kTransforms)
+    if (s.id == t) return s;
+  throw std::logic_error("transform_spec: a Transform without a registry row");
+}
+
+const TransformSpec* find_transform(const std::string& name) {
+  for (const auto& s : kTransforms)
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+}  // namespace attention

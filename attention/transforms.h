@@ -1,0 +1,50 @@
+// The logit transforms, one registry row each: everything the harness knows about a transform
+// besides its kernel policy (score_mod.h). Adding a transform is one row here, one policy
+// function there and one test (attention/README.md walks through it); nothing else branches on
+// the transform. The float64 reference (reference.cpp) keeps its own closed forms on purpose: it
+// is the independent oracle the kernels and these rows are tested against.
+#pragma once
+
+#include "attention/score_mod.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attention {
+
+struct Method;
+
+enum class Transform { kNone, kLogN, kScaleInvariant, kInfoScale };
+
+struct TransformSpec {
+  Transform id;
+  const char* name;     // the value of attention.transform
+  const char* formula;  // what `harness attention inspect` prints
+  bool needs_train_context;  // reads L (resolve_method requires train_context >= 2)
+  bool learned_head_scale;   // a learned per-head multiplier s_h (the kernels' head_scale)
+  bool reads_tau;            // reads attention.tau (otherwise τ leaves the run id)
+  // Throws std::invalid_argument on parameters the transform cannot take (null: none to check).
+  void (*check)(const Method& m);
+  // The policy's parameters (score_mod.h) at any context; scale and per-head pointers are not
+  // the transform's.
+  void (*fill)(const Method& m, ScoreMod& mod);
+  // Closed forms in float64 (inspect, tests): the per-query factor with n visible keys (without
+  // s_h), and the multiplier and bias at distance t.
+  double (*row)(const Method& m, int64_t n);
+  double (*distance_multiplier)(const Method& m, int64_t t);
+  double (*distance_bias)(const Method& m, int64_t t);
+  // The initial value of s_h (learned_head_scale only).
+  double (*initial_head_scale)(const Method& m);
+};
+
+const std::vector<TransformSpec>& transforms();
+const TransformSpec& transform_spec(Transform t);
+// Null when no transform has that name.
+const TransformSpec* find_transform(const std::string& name);
+
+// Scale-invariant multiplier a_t = sqrt(1 + 2·ln(1 + t/τ)) and bias m_t = −2·ln(1 + t/τ).
+double scale_invariant_multiplier(double tau, int64_t t);
+double scale_invariant_bias(double tau, int64_t t);
+
+}  // namespace attention
