@@ -174,6 +174,40 @@ __device__ __forceinline__ void tile_dot(float (&acc)[kRowsPerThread][kColsPerTh
   }
 }
 
+// acc[a][g] += Σ_c C[ty + 16a][c] · V[c][4·tx + 64g : 4·tx + 64g + 4] for a (64, 64 + kPad)
+// coefficient tile C and a (64, D + kPad) value tile V: one thread's part of C·V (P·V in the
+// forward pass, dS·K for dq in the backward pass), in one summation order for both.
+template <int D>
+__device__ __forceinline__ void tile_product_accumulate(float4 (&acc)[kRowsPerThread][D / 64],
+                                                        const float* c_tile, const float* v_tile,
+                                                        int ty, int tx) {
+  constexpr int kLd = D + kPad;
+  constexpr int kColGroups = D / 64;
+#pragma unroll 2
+  for (int c = 0; c < kBlockK; c += 4) {
+    float coeff[kRowsPerThread][4];
+#pragma unroll
+    for (int a = 0; a < kRowsPerThread; ++a) {
+      const float4 c4 = shared4(c_tile + (ty + 16 * a) * kPTileLd + c);
+      coeff[a][0] = c4.x;
+      coeff[a][1] = c4.y;
+      coeff[a][2] = c4.z;
+      coeff[a][3] = c4.w;
+    }
+#pragma unroll
+    for (int cc = 0; cc < 4; ++cc) {
+      float4 v4[kColGroups];
+#pragma unroll
+      for (int g = 0; g < kColGroups; ++g) v4[g] = shared4(v_tile + (c + cc) * kLd + 4 * tx + 64 * g);
+#pragma unroll
+      for (int a = 0; a < kRowsPerThread; ++a) {
+#pragma unroll
+        for (int g = 0; g < kColGroups; ++g) axpy4(acc[a][g], coeff[a][cc], v4[g]);
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Forward.
 
@@ -297,29 +331,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // the probability tile is complete
 
     // out[r][:] += Σ_c P[r][c] · V[c][:]
-#pragma unroll 2
-    for (int c = 0; c < kBlockK; c += 4) {
-      float p[kRowsPerThread][4];
-#pragma unroll
-      for (int a = 0; a < kRowsPerThread; ++a) {
-        const float4 p4 = shared4(p_tile + (ty + 16 * a) * kPTileLd + c);
-        p[a][0] = p4.x;
-        p[a][1] = p4.y;
-        p[a][2] = p4.z;
-        p[a][3] = p4.w;
-      }
-#pragma unroll
-      for (int cc = 0; cc < 4; ++cc) {
-        float4 v4[kColGroups];
-#pragma unroll
-        for (int g = 0; g < kColGroups; ++g) v4[g] = shared4(v_tile + (c + cc) * kLd + 4 * tx + 64 * g);
-#pragma unroll
-        for (int a = 0; a < kRowsPerThread; ++a) {
-#pragma unroll
-          for (int g = 0; g < kColGroups; ++g) axpy4(out[a][g], p[a][cc], v4[g]);
-        }
-      }
-    }
+    tile_product_accumulate<D>(out, p_tile, v_tile, ty, tx);
   }
 
   // o = out / Σ exp, lse = max + log Σ exp, fixed_logit_mean = Σ exp · fixed logit / Σ exp.
@@ -531,29 +543,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int g = 0; g < kColGroups; ++g) dq_part[a][g] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
-#pragma unroll 2
-    for (int c = 0; c < kBlockK; c += 4) {
-      float ds[kRowsPerThread][4];
-#pragma unroll
-      for (int a = 0; a < kRowsPerThread; ++a) {
-        const float4 ds4 = shared4(ds_tile + (ty + 16 * a) * kPTileLd + c);
-        ds[a][0] = ds4.x;
-        ds[a][1] = ds4.y;
-        ds[a][2] = ds4.z;
-        ds[a][3] = ds4.w;
-      }
-#pragma unroll
-      for (int cc = 0; cc < 4; ++cc) {
-        float4 k4[kColGroups];
-#pragma unroll
-        for (int g = 0; g < kColGroups; ++g) k4[g] = shared4(k_tile + (c + cc) * kLd + 4 * tx + 64 * g);
-#pragma unroll
-        for (int a = 0; a < kRowsPerThread; ++a) {
-#pragma unroll
-          for (int g = 0; g < kColGroups; ++g) axpy4(dq_part[a][g], ds[a][cc], k4[g]);
-        }
-      }
-    }
+    tile_product_accumulate<D>(dq_part, ds_tile, k_tile, ty, tx);
 #pragma unroll
     for (int a = 0; a < kRowsPerThread; ++a) {
       const int i = i0 + ty + 16 * a;
