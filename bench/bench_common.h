@@ -1,15 +1,23 @@
-// What the config-driven benchmarks share: the model's vocabulary without loading a corpus, and
-// the process set-up and error handling of `harness train`.
+// What the config-driven benchmarks share: the model of a run config without loading a corpus,
+// their --help, and the process set-up and error handling of `harness train`.
 #pragma once
 
+#include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <torch/torch.h>
 
 #include <cstdint>
 #include <exception>
+#include <sstream>
+#include <string>
+#include <vector>
 
+#include "cli/options.h"
+#include "harness/config/engine_options.h"
 #include "harness/config/run_config.h"
 #include "harness/data/token_shard.h"
 #include "harness/util/process_setup.h"
+#include "models/gpt.h"
 
 namespace bench {
 
@@ -17,6 +25,34 @@ inline int64_t vocab_size(const harness::config::RunConfig& c) {
   return c.data.tokenizer == "byte"           ? 256
          : c.data.tokenizer == "pretokenized" ? harness::data::kGpt2PaddedVocabSize
                                               : c.data.vocab_size;
+}
+
+// The run config (with --set overrides) and its model at initial weights (seeded by train.seed),
+// on `threads` torch threads.
+struct ConfiguredModel {
+  harness::config::LoadedConfig loaded;
+  int64_t vocab = 0;
+  models::GPT model{nullptr};
+};
+inline ConfiguredModel configured_model(const std::string& path, const std::vector<std::string>& overrides,
+                                        int threads) {
+  ConfiguredModel m;
+  m.loaded = harness::cli::load_config_with_overrides(path, overrides);
+  torch::set_num_threads(threads);
+  torch::manual_seed(m.loaded.config.train.seed);
+  m.vocab = vocab_size(m.loaded.config);
+  m.model = models::GPT(harness::config::gpt_options(m.loaded.config, m.vocab));
+  return m;
+}
+
+// Prints the options and returns true when --help was given.
+inline bool help_requested(const boost::program_options::options_description& opts,
+                           const boost::program_options::variables_map& vm) {
+  if (!vm.count("help")) return false;
+  std::ostringstream os;
+  os << opts;
+  fmt::print("{}", os.str());
+  return true;
 }
 
 inline int main_with(const char* name, int argc, char** argv, int (*run)(int, char**)) {

@@ -60,20 +60,13 @@ int run(int argc, char** argv) {
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, opts), vm);
   po::notify(vm);
-  if (vm.count("help")) {
-    std::ostringstream os;
-    os << opts;
-    fmt::print("{}", os.str());
-    return 0;
-  }
+  if (bench::help_requested(opts, vm)) return 0;
   if (reps < 1 || threads < 1 || windows < 0) throw std::invalid_argument("bad --reps/--threads/--windows");
 
-  const auto loaded = harness::cli::load_config_with_overrides(config_path, overrides);
-  const auto& c = loaded.config;
-  torch::set_num_threads(threads);
-  torch::manual_seed(c.train.seed);
-  const int64_t vocab = bench::vocab_size(c);
-  models::GPT model(harness::config::gpt_options(c, vocab));
+  auto configured = bench::configured_model(config_path, overrides, threads);
+  const auto& c = configured.loaded.config;
+  const int64_t vocab = configured.vocab;
+  auto& model = configured.model;
   const auto contexts = contexts_text.empty() ? c.eval_contexts() : parse_contexts(contexts_text);
   const int64_t N = windows > 0 ? windows : c.eval.windows;
   const int64_t queries = c.eval.attention_queries > 0 ? c.eval.attention_queries : 16;

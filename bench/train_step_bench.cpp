@@ -124,22 +124,13 @@ int run(int argc, char** argv) {
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, opts), vm);
   po::notify(vm);
-  if (vm.count("help")) {
-    fmt::print("{}", [&] {
-      std::ostringstream os;
-      os << opts;
-      return os.str();
-    }());
-    return 0;
-  }
+  if (bench::help_requested(opts, vm)) return 0;
   if (steps < 1 || warmup < 0 || threads < 1) throw std::invalid_argument("bad --steps/--warmup/--threads");
 
-  const auto loaded = harness::cli::load_config_with_overrides(config_path, overrides);
-  const auto& c = loaded.config;
-  torch::set_num_threads(threads);
-  torch::manual_seed(c.train.seed);
-  const int64_t vocab = bench::vocab_size(c);
-  models::GPT model(harness::config::gpt_options(c, vocab));
+  auto configured = bench::configured_model(config_path, overrides, threads);
+  const auto& c = configured.loaded.config;
+  const int64_t vocab = configured.vocab;
+  auto& model = configured.model;
   models::Optimizers optim(model, harness::config::optim_options(c));
   const auto schedule = harness::config::schedule_options(c);
   const int64_t B = c.train.batch_size, L = c.train.context;
