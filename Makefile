@@ -37,9 +37,10 @@ test:
 	$(MAKE) --no-print-directory build
 	cd $(BUILD) && ctest --output-on-failure --timeout 900
 
+# The README's performance tables with the machine that produced them (runs/bench/<time>.md).
 bench: build
 	scripts/install-deps.sh --no-corpus --bench
-	$(BUILD)/bench_attention
+	scripts/bench.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -202,17 +202,19 @@ int main(int argc, char** argv) {
     isa_name = attention::fused_cpu_isa();
   }
   std::printf("attention bench: method %s, B=%lld H=%lld d=%lld, float32 inputs, %d threads, "
-              "fused ISA %s\n",
+              "fused ISA %s\n\n",
               args.method.c_str(), (long long)B, (long long)H, (long long)D, args.threads,
               isa_name.c_str());
-  std::printf("matmul (torch::mm %lldx%lld float32): %.1f GFLOP/s (min %.2f ms, CPU %.2f ms)\n",
+  std::printf("matmul (torch::mm %lldx%lld float32): %.1f GFLOP/s (min %.2f ms, CPU %.2f ms)\n\n",
               (long long)N, (long long)N, mm_gflops, mm.ms_min, mm.cpu_ms);
-  std::printf("load average at start: %s (CPU ms ≫ threads × wall ms means other processes "
-              "shared the cores)\n\n",
-              load_average().c_str());
-  std::printf("%6s  %-8s  %-9s  %10s  %10s  %10s  %10s  %8s  %8s  %9s  %9s  %8s\n", "T", "pass",
-              "kernel", "min ms", "median ms", "CPU ms", "peak MB", "GFLOP/s", "%matmul", "vs ref",
-              "vs fp32", "mem/ref");
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  std::printf("load average at start: %s; OMP_WAIT_POLICY %s (CPU ms ≫ threads × wall ms means "
+              "other processes shared the cores)\n\n",
+              load_average().c_str(), wait_policy ? wait_policy : "unset (libgomp: spin, then sleep)");
+  // A Markdown table, as the README's performance section holds it (scripts/bench.sh).
+  std::printf("| T | pass | kernel | min ms | median ms | CPU ms | peak MB | GFLOP/s | %% of matmul | "
+              "vs ref | vs fp32 | mem/ref |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | "
+              "--- | --- | --- |\n");
 
   for (const int64_t T : contexts) {
     const double fwd_flops = 2.0 * double(T) * double(T) * D * H;
@@ -297,7 +299,7 @@ int main(int argc, char** argv) {
       // vs columns: the other kernel's time / this one's (fused rows only).
       auto row = [&](const char* kernel, const Measurement& m, bool compare) {
         if (!m.ok) {
-          std::printf("%6lld  %-8s  %-9s  %s\n", (long long)T, pass, kernel, "failed");
+          std::printf("| %lld | %s | %s | failed | | | | | | | | |\n", (long long)T, pass, kernel);
           return;
         }
         const double gflops = flops / (m.ms_min * 1e-3) / 1e9;
@@ -309,13 +311,13 @@ int main(int argc, char** argv) {
           std::snprintf(mem, sizeof mem, "%.3f%%*", 100.0 * m.peak_mb / (ref_est_gb * 1e3));
         }
         if (compare && fp32.ok) std::snprintf(vs_fp32, sizeof vs_fp32, "%.2fx", fp32.ms_min / m.ms_min);
-        std::printf("%6lld  %-8s  %-9s  %10.1f  %10.1f  %10.1f  %10.1f  %8.1f  %7.1f%%  %9s  %9s  %8s\n",
+        std::printf("| %lld | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f%% | %s | %s | %s |\n",
                     (long long)T, pass, kernel, m.ms_min, m.ms_median, m.cpu_ms, m.peak_mb, gflops,
                     mm_gflops > 0 ? 100.0 * gflops / mm_gflops : 0.0, vs_ref, vs_fp32, mem);
       };
       auto not_run = [&](const char* kernel, double est_gb, const char* what, double one_gb) {
-        std::printf("%6lld  %-8s  %-9s  not run: estimated peak %.1f GB > budget %.1f GB "
-                    "(one B·H·T×T %s tensor = %.2f GB)\n",
+        std::printf("| %lld | %s | %s | not run: estimated peak %.1f GB > budget %.1f GB "
+                    "(one B·H·T×T %s tensor = %.2f GB) | | | | | | | | |\n",
                     (long long)T, pass, kernel, est_gb, args.budget_gb, what, one_gb);
       };
       row("fused", fused, true);
@@ -328,8 +330,8 @@ int main(int argc, char** argv) {
       else
         not_run("reference", ref_est_gb, "float64", B * H * tt_gb);
       if (mm_gflops > 0)
-        std::printf("%6lld  %-8s  %-9s  %10.1f  %10s  %10s  %10s  %8.1f  %7.1f%%\n", (long long)T, pass,
-                    "mm floor", flops / (mm_gflops * 1e9) * 1e3, "", "", "", mm_gflops, 100.0);
+        std::printf("| %lld | %s | %s | %.1f | | | | %.1f | 100%% | | | |\n", (long long)T, pass,
+                    "mm floor", flops / (mm_gflops * 1e9) * 1e3, mm_gflops);
       std::fflush(stdout);
     }
   }
