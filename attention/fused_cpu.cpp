@@ -66,13 +66,18 @@ struct Simd {
     return __builtin_shuffle(v, I{});
   }
   static ATTN_INLINE V max(V a, V b) { return a > b ? a : b; }
+  // The low and high halves of v (H: the half-width vector type).
+  template <class H>
+  static ATTN_INLINE void split(V v, H& lo, H& hi) {
+    std::memcpy(&lo, &v, sizeof lo);
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+  }
   // Horizontal max / sum: halve the vector down to 16 bytes, then lanes.
   static ATTN_INLINE T hmax(V v) {
     if constexpr (Bytes > 16) {
       using Half = Simd<T, Bytes / 2>;
       typename Half::V lo, hi;
-      std::memcpy(&lo, &v, sizeof lo);
-      std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+      split(v, lo, hi);
       return Half::hmax(Half::max(lo, hi));
     } else {
       T m = v[0];
@@ -84,8 +89,7 @@ struct Simd {
     if constexpr (Bytes > 16) {
       using Half = Simd<T, Bytes / 2>;
       typename Half::V lo, hi;
-      std::memcpy(&lo, &v, sizeof lo);
-      std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+      split(v, lo, hi);
       return Half::hsum(lo + hi);
     } else {
       T s = v[0];
