@@ -21,9 +21,13 @@ const char* kMetricForms =
     "loss, attention/<statistic>[@t or @txD] (validation), analysis/<statistic>[@t or @txD] "
     "(harness analyse); statistics: entropy, recent_mass, band_mass, band_entropy, range_mass, "
     "range_entropy, and for analysis/ also loss, score_mean, score_std, score_skewness, "
-    "score_excess_kurtosis";
+    "score_excess_kurtosis; needle/<accuracy|city_accuracy|number_accuracy> (task: needle)";
 
 const results::DatasetGroup* group_of(const results::RunRecord& r, const MetricSpec& m, int64_t T) {
+  if (m.source == "needle") {
+    const auto it = r.needle.find(T);
+    return it == r.needle.end() ? nullptr : &it->second;
+  }
   if (m.source == "analysis") {
     const auto it = r.analysis.find(T);
     return it == r.analysis.end() ? nullptr : &it->second;
@@ -56,7 +60,7 @@ bool per_distance(const std::string& name) {
 }  // namespace
 
 MetricSpec parse_metric(const std::string& text) {
-  static const std::regex form(R"(^(loss)$|^(attention|analysis)/([a-z_]+)(@([0-9]+)(x([0-9]+))?)?$)");
+  static const std::regex form(R"(^(loss)$|^(attention|analysis|needle)/([a-z_]+)(@([0-9]+)(x([0-9]+))?)?$)");
   std::smatch m;
   if (!std::regex_match(text, m, form))
     throw InputError(fmt::format("--metric: '{}' is not a metric; expected {}", text, kMetricForms));
@@ -67,8 +71,15 @@ MetricSpec parse_metric(const std::string& text) {
     spec.name = "loss";
     return spec;
   }
-  spec.source = m[2].str() == "attention" ? "eval" : "analysis";
+  spec.source = m[2].str() == "attention" ? "eval" : m[2].str();
   spec.name = m[3].str();
+  if (spec.source == "needle") {
+    static const std::set<std::string> needle_names = {"accuracy", "city_accuracy", "number_accuracy"};
+    if (!needle_names.count(spec.name) || m[4].matched)
+      throw InputError(fmt::format("--metric: unknown needle statistic in '{}'; expected {}", text,
+                                   kMetricForms));
+    return spec;
+  }
   static const std::set<std::string> eval_names = {"entropy", "recent_mass", "band_mass",
                                                    "band_entropy", "range_mass", "range_entropy"};
   static const std::set<std::string> analysis_only = {"loss", "score_mean", "score_std", "score_skewness",
@@ -92,7 +103,9 @@ MetricSpec parse_metric(const std::string& text) {
 
 std::vector<int64_t> metric_contexts(const results::RunRecord& r, const MetricSpec& m) {
   std::vector<int64_t> out;
-  if (m.source == "analysis") {
+  if (m.source == "needle") {
+    for (const auto& [T, g] : r.needle) out.push_back(T);
+  } else if (m.source == "analysis") {
     for (const auto& [T, g] : r.analysis) out.push_back(T);
   } else {
     for (const auto& [T, rows] : r.eval)
@@ -242,7 +255,8 @@ Table build_table(const RunSet& set, const TableOptions& o) {
     }
   // Best per column.
   std::string best = o.best;
-  if (best.empty()) best = metric.name == "loss" ? "min" : "none";  // no statistic is better low or high
+  // No attention statistic is better low or high; retrieval is better high.
+  if (best.empty()) best = metric.name == "loss" ? "min" : metric.source == "needle" ? "max" : "none";
   if (best != "min" && best != "max" && best != "none")
     throw InputError(fmt::format("--best: expected min, max or none, got '{}'", best));
   t.best.assign(t.rows.size(), std::vector<bool>(t.cols.size(), false));

@@ -9,6 +9,9 @@
 //                               the range [t, tΔ)  (entropy, recent_mass, band_mass@10, ...)
 //   analysis/<name>[@…]         the same from `harness analyse` (/analysis/<T>/attention), also
 //                               loss and the raw-score moments (score_std, score_excess_kurtosis)
+//   needle/<name>               task: needle: accuracy, city_accuracy, number_accuracy at each
+//                               needle context (/needle/<T>/…): the paper's Table 2
+
 #pragma once
 
 #include <cstdint>
@@ -23,7 +26,7 @@ namespace analysis {
 
 struct MetricSpec {
   std::string text;              // as given
-  std::string source;            // "eval" | "analysis"
+  std::string source;            // "eval" | "analysis" | "needle"
   std::string name;              // "loss", "entropy", "band_mass", ...
   int64_t at = -1, ratio = -1;   // band start (ratio < 0) or range [at, at·ratio); −1: none
 };

@@ -77,10 +77,73 @@ std::pair<torch::Tensor, torch::Tensor> CausalAttentionImpl::rotate(const torch:
   return {apply_rotary_fused(q, tables), apply_rotary_fused(k, tables)};
 }
 
+std::pair<torch::Tensor, torch::Tensor> CausalAttentionImpl::rotate_rows(
+    const torch::Tensor& q, const torch::Tensor& k, int64_t start, int64_t context) const {
+  if (!method_.rotary()) return {q, k};
+  const RotaryTables all = rotary_tables(method_, context, q.options());
+  const RotaryTables rows{all.cos.narrow(0, start, q.size(2)).contiguous(),
+                          all.sin.narrow(0, start, q.size(2)).contiguous()};
+  return {apply_rotary_fused(q, rows), apply_rotary_fused(k, rows)};
+}
+
+torch::Tensor CausalAttentionImpl::attend_rows(const torch::Tensor& qr, const torch::Tensor& kr,
+                                               const torch::Tensor& v, int64_t start,
+                                               int64_t context) const {
+  // logit(i, j) = head_scale[h]·fixed_multiplier(i, t)·scale·q·k + distance_bias(t) − slope[h]·t,
+  // t = i − j, from the same score-mod the kernels read (score_mod.h), masked above the diagonal.
+  const int64_t n = qr.size(2), Tk = kr.size(2), H = qr.size(1);
+  const ScoreMod mod = attention::score_mod(method_, context);
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  auto mult = torch::zeros({n, Tk}, f64), bias = torch::full({n, Tk}, -INFINITY, f64),
+       dist = torch::zeros({n, Tk}, f64);
+  auto M = mult.accessor<double, 2>(), Bs = bias.accessor<double, 2>(), Ds = dist.accessor<double, 2>();
+  for (int64_t r = 0; r < n; ++r) {
+    const int i = int(start + r);
+    for (int j = 0; j <= i && j < Tk; ++j) {
+      M[r][j] = fixed_multiplier<double>(mod, i, i - j);
+      Bs[r][j] = distance_bias<double>(mod, i - j, 0);  // alibi_slope is null in `mod`
+      Ds[r][j] = double(i - j);
+    }
+  }
+  const auto dtype = qr.scalar_type();
+  auto scores = torch::matmul(qr, kr.transpose(-1, -2)).to(torch::kFloat64) * double(mod.scale);  // (B, H, n, Tk)
+  auto m = mult.to(qr.device()).view({1, 1, n, Tk});
+  if (logn_scale.defined()) m = m * logn_scale.to(torch::kFloat64).view({1, H, 1, 1});
+  auto logits = scores * m + bias.to(qr.device()).view({1, 1, n, Tk});
+  if (alibi_slopes_.defined())
+    logits = logits - alibi_slopes_.to(qr.device()).view({1, H, 1, 1}) * dist.to(qr.device()).view({1, 1, n, Tk});
+  const auto p = torch::softmax(logits, -1);                      // (B, H, n, Tk)
+  return torch::matmul(p, v.to(torch::kFloat64)).to(dtype);       // (B, H, n, D)
+}
+
+torch::Tensor CausalAttentionImpl::forward_at(const torch::Tensor& q, const torch::Tensor& k,
+                                              const torch::Tensor& v, int64_t context) {
+  return std::get<0>(run(q, k, v, /*want_lse=*/false, context));
+}
+
+torch::Tensor CausalAttentionImpl::forward_cached(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& v, torch::Tensor& k_cache,
+                                                  torch::Tensor& v_cache, int64_t context) {
+  const int64_t start = k_cache.defined() ? k_cache.size(2) : 0, n = q.size(2);
+  if (q.dim() != 4 || k.sizes() != q.sizes() || v.sizes() != q.sizes())
+    throw std::invalid_argument("CausalAttention: q, k, v must all be (B, H, n, D) of one shape");
+  if (start + n > context)
+    throw std::invalid_argument("CausalAttention::forward_cached: positions up to " +
+                                std::to_string(start + n) + " exceed the context " +
+                                std::to_string(context));
+  check_context(method_, context);
+  auto [qr, kr] = rotate_rows(q, k, start, context);
+  k_cache = start == 0 ? kr.contiguous() : torch::cat({k_cache, kr}, 2);  // (B, H, start + n, D)
+  v_cache = start == 0 ? v.contiguous() : torch::cat({v_cache, v}, 2);
+  if (start == 0 && method_.kernel != "reference")
+    return std::get<0>(run(q, k, v, /*want_lse=*/false, context));  // the prefill: the kernel
+  return attend_rows(qr, k_cache, v_cache, start, context);
+}
+
 std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::Tensor& q,
                                                                   const torch::Tensor& k,
                                                                   const torch::Tensor& v,
-                                                                  bool want_lse) {
+                                                                  bool want_lse, int64_t context) {
   if (q.dim() != 4 || k.sizes() != q.sizes() || v.sizes() != q.sizes())
     throw std::invalid_argument("CausalAttention: q, k, v must all be (B, H, T, D) of one shape");
   if (q.size(1) != method_.heads || q.size(3) != method_.head_dim)
@@ -90,23 +153,39 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
         std::to_string(method_.heads) + ", head_dim = " + std::to_string(method_.head_dim));
   const int64_t T = q.size(2);
   check_context(method_, T);
+  if (context == 0) context = T;
+  if (context < T)
+    throw std::invalid_argument("CausalAttention: context " + std::to_string(context) +
+                                " is shorter than the sequence (" + std::to_string(T) + ")");
+  check_context(method_, context);
+  if (context != T) {  // a prefix of a longer sequence: that sequence's rotation and score-mod
+    if (method_.kernel == "reference" || want_lse) {
+      auto [qr, kr] = rotate_rows(q, k, 0, context);
+      if (want_lse)
+        throw std::invalid_argument("CausalAttention: no LSE at an overridden context");
+      return {attend_rows(qr, kr, v, 0, context), torch::Tensor()};
+    }
+  }
 
   const bool use_reference = method_.kernel == "reference";
   const bool use_cuda = method_.kernel == "cuda" || (method_.kernel == "fused" && q.is_cuda());
   if (use_cuda && !kHaveCudaKernel) no_cuda_kernel();
 
   torch::Tensor qr, kr;
-  if (!use_reference || record_score_std || stats_recorder) std::tie(qr, kr) = rotate(q, k);
+  if (context != T)
+    std::tie(qr, kr) = rotate_rows(q, k, 0, context);
+  else if (!use_reference || record_score_std || stats_recorder)
+    std::tie(qr, kr) = rotate(q, k);
   if (record_score_std) last_score_std = sampled_score_std(qr, kr, method_.score_scale);
   if (stats_recorder)
-    stats_recorder->add(qr, kr, attention::score_mod(method_, T), logn_scale, alibi_slopes_,
+    stats_recorder->add(qr, kr, attention::score_mod(method_, context), logn_scale, alibi_slopes_,
                         method_.score_scale);
 
   if (use_reference) {
     if (!want_lse) return {reference_attention(q, k, v, method_, logn_scale), torch::Tensor()};
     return reference_attention_with_lse(q, k, v, method_, logn_scale);
   }
-  const ScoreMod mod = attention::score_mod(method_, T);
+  const ScoreMod mod = attention::score_mod(method_, context);
   if (use_cuda) {
 #ifdef HARNESS_WITH_CUDA_KERNEL
     if (want_lse)

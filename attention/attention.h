@@ -39,6 +39,22 @@ struct CausalAttentionImpl : torch::nn::Module {
                                                             const torch::Tensor& k,
                                                             const torch::Tensor& v);
 
+  // As forward, with the per-context quantities (rotary frequencies, NTK's base, YaRN's
+  // factor and temperature) of `context` >= T instead of T: position i of a prefix sees what it
+  // would see inside a sequence of length `context`. forward_at(q, k, v, T) == forward(q, k, v).
+  torch::Tensor forward_at(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           int64_t context);
+
+  // Incremental decoding with a KV cache. q, k, v: (B, H, n, D), positions [start, start + n),
+  // not rotated; k_cache, v_cache: (B, H, start, D) of the earlier positions (keys rotated), or
+  // undefined for start = 0. Both caches are replaced by their extension with this call's keys
+  // and values. Returns (B, H, n, D): exactly what forward_at(q_all, k_all, v_all, context)
+  // returns for these rows. start = 0 runs the configured kernel (the prefill); later calls
+  // attend from the n new rows over all start + n keys, materialising (B, H, n, start + n).
+  torch::Tensor forward_cached(const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, torch::Tensor& k_cache,
+                               torch::Tensor& v_cache, int64_t context);
+
   const MethodOptions& options() const { return options_; }
   const Method& method() const { return method_; }
 
@@ -69,7 +85,14 @@ struct CausalAttentionImpl : torch::nn::Module {
 
  private:
   std::tuple<torch::Tensor, torch::Tensor> run(const torch::Tensor& q, const torch::Tensor& k,
-                                               const torch::Tensor& v, bool want_lse);
+                                               const torch::Tensor& v, bool want_lse,
+                                               int64_t context = 0);
+  // q, k rotated for `context`, rows [start, start + n); the score-mod of `context`.
+  std::pair<torch::Tensor, torch::Tensor> rotate_rows(const torch::Tensor& q, const torch::Tensor& k,
+                                                      int64_t start, int64_t context) const;
+  // Attention of rotated rows [start, start + n) over rotated keys [0, Tk), materialised.
+  torch::Tensor attend_rows(const torch::Tensor& qr, const torch::Tensor& kr, const torch::Tensor& v,
+                            int64_t start, int64_t context) const;
 
   MethodOptions options_;
   Method method_;

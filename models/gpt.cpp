@@ -68,7 +68,19 @@ AttentionBlockImpl::AttentionBlockImpl(const GPTOptions& options, int64_t /*laye
   core = register_module("core", attention::CausalAttention(m));
 }
 
-torch::Tensor AttentionBlockImpl::forward(const torch::Tensor& x) {
+torch::Tensor AttentionBlockImpl::forward_cached(const torch::Tensor& x, torch::Tensor& k_cache,
+                                                 torch::Tensor& v_cache, int64_t context) {
+  const auto B = x.size(0), n = x.size(1);
+  auto split = [&](const torch::Tensor& t) {  // (B, n, H·D) → (B, H, n, D)
+    return t.view({B, n, heads, head_dim}).transpose(1, 2);
+  };
+  auto y = core->forward_cached(rms_norm(split(q(x))), rms_norm(split(k(x))), split(v(x)),
+                                k_cache, v_cache, context);  // (B, H, n, D)
+  y = y.transpose(1, 2).contiguous().view({B, n, heads * head_dim});  // (B, n, H·D)
+  return o(y);                                                         // (B, n, C)
+}
+
+torch::Tensor AttentionBlockImpl::forward(const torch::Tensor& x, int64_t context) {
   const auto B = x.size(0), T = x.size(1);
   // (B, T, C) → (B, T, H, D) → (B, H, T, D)
   auto split = [&](const torch::Tensor& t) {
@@ -77,7 +89,7 @@ torch::Tensor AttentionBlockImpl::forward(const torch::Tensor& x) {
   auto qh = rms_norm(split(q(x)));  // QK-norm over head_dim, no gain
   auto kh = rms_norm(split(k(x)));
   auto vh = split(v(x));
-  auto y = core(qh, kh, vh);                                           // (B, H, T, D)
+  auto y = context > 0 ? core->forward_at(qh, kh, vh, context) : core(qh, kh, vh);  // (B, H, T, D)
   y = y.transpose(1, 2).contiguous().view({B, T, heads * head_dim});  // (B, T, H·D)
   return o(y);                                                         // (B, T, C)
 }
@@ -99,9 +111,15 @@ BlockImpl::BlockImpl(const GPTOptions& options, int64_t layer) {
   mlp = register_module("mlp", MLP(options));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
-  auto h = x + attn(rms_norm(x));  // (B, T, C)
-  return h + mlp(rms_norm(h));     // (B, T, C)
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, int64_t context) {
+  auto h = x + attn(rms_norm(x), context);  // (B, T, C)
+  return h + mlp(rms_norm(h));              // (B, T, C)
+}
+
+torch::Tensor BlockImpl::forward_cached(const torch::Tensor& x, torch::Tensor& k_cache,
+                                        torch::Tensor& v_cache, int64_t context) {
+  auto h = x + attn->forward_cached(rms_norm(x), k_cache, v_cache, context);  // (B, n, C)
+  return h + mlp(rms_norm(h));                                                // (B, n, C)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -127,6 +145,27 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& tokens) {
   auto x = rms_norm(embed(tokens));  // (B, T, C)
   for (auto& block : block_list) x = block(x);
   return head(rms_norm(x));  // (B, T, V)
+}
+
+torch::Tensor GPTImpl::forward(const torch::Tensor& tokens, int64_t context) {
+  TORCH_CHECK(tokens.dim() == 2, "GPT::forward: tokens must be (B, T), got ", tokens.sizes());
+  TORCH_CHECK(tokens.scalar_type() == torch::kLong, "GPT::forward: tokens must be int64");
+  TORCH_CHECK(context >= tokens.size(1), "GPT::forward: context ", context,
+              " is shorter than the tokens (", tokens.size(1), ")");
+  auto x = rms_norm(embed(tokens));  // (B, T, C)
+  for (auto& block : block_list) x = block->forward(x, context);
+  return head(rms_norm(x));  // (B, T, V)
+}
+
+torch::Tensor GPTImpl::forward_cached(const torch::Tensor& tokens, KVCache& cache) {
+  TORCH_CHECK(tokens.dim() == 2, "GPT::forward_cached: tokens must be (B, n), got ", tokens.sizes());
+  TORCH_CHECK(tokens.scalar_type() == torch::kLong, "GPT::forward_cached: tokens must be int64");
+  cache.k.resize(block_list.size());
+  cache.v.resize(block_list.size());
+  auto x = rms_norm(embed(tokens));  // (B, n, C)
+  for (size_t l = 0; l < block_list.size(); ++l)
+    x = block_list[l]->forward_cached(x, cache.k[l], cache.v[l], cache.context);
+  return head(rms_norm(x));  // (B, n, V)
 }
 
 torch::Tensor GPTImpl::loss(const torch::Tensor& tokens_in, const torch::Tensor& targets) {

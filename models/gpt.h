@@ -54,9 +54,24 @@ struct GPTOptions {
 // an odd head_dim with a RoPE-family method, are the attention layer's to reject.)
 void validate(const GPTOptions& options);
 
+// Keys and values of the positions decoded so far, per layer, for greedy decoding
+// (GPTImpl::forward_cached). `context` is the length of the whole sequence being decoded: every
+// per-context quantity of the attention method (rotary frequencies, NTK, YaRN) is that of
+// `context`, as GPTImpl::forward(tokens, context) uses.
+struct KVCache {
+  explicit KVCache(int64_t context) : context(context) {}
+  int64_t context;
+  std::vector<torch::Tensor> k, v;  // per layer: (B, H, length, D), keys rotated
+  int64_t length() const { return k.empty() || !k[0].defined() ? 0 : k[0].size(2); }
+};
+
 struct AttentionBlockImpl : torch::nn::Module {
   AttentionBlockImpl(const GPTOptions& options, int64_t layer);
-  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) → (B, T, C), before the residual add
+  // (B, T, C) → (B, T, C), before the residual add; context 0: T (see GPTImpl::forward).
+  torch::Tensor forward(const torch::Tensor& x, int64_t context = 0);
+  // (B, n, C) of the next n positions → (B, n, C); extends the layer's cache.
+  torch::Tensor forward_cached(const torch::Tensor& x, torch::Tensor& k_cache,
+                               torch::Tensor& v_cache, int64_t context);
 
   int64_t heads, head_dim;
   torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
@@ -74,7 +89,9 @@ TORCH_MODULE(MLP);
 
 struct BlockImpl : torch::nn::Module {
   BlockImpl(const GPTOptions& options, int64_t layer);
-  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) → (B, T, C), pre-norm residual
+  torch::Tensor forward(const torch::Tensor& x, int64_t context = 0);  // (B, T, C) → (B, T, C)
+  torch::Tensor forward_cached(const torch::Tensor& x, torch::Tensor& k_cache,
+                               torch::Tensor& v_cache, int64_t context);  // (B, n, C) → (B, n, C)
 
   AttentionBlock attn{nullptr};
   MLP mlp{nullptr};
@@ -87,6 +104,13 @@ struct GPTImpl : torch::nn::Module {
   // tokens (B, T) int64 in [0, vocab_size) → logits (B, T, V) float32. T may exceed the training
   // context (zero-shot length generalisation).
   torch::Tensor forward(const torch::Tensor& tokens);
+  // As forward, for the first T positions of a sequence of length `context` >= T: the attention
+  // method's per-context quantities are those of `context` (forward(tokens) = forward(tokens, T)).
+  // Greedy decoding by full recomputation calls this with a growing prefix.
+  torch::Tensor forward(const torch::Tensor& tokens, int64_t context);
+  // tokens (B, n) of the next n positions after cache.length() → logits (B, n, V); extends the
+  // cache. The logits equal those of forward(all tokens so far, cache.context) at these rows.
+  torch::Tensor forward_cached(const torch::Tensor& tokens, KVCache& cache);
 
   // Mean next-token cross-entropy (nats) of forward(tokens_in) against targets (B, T) int64.
   torch::Tensor loss(const torch::Tensor& tokens_in, const torch::Tensor& targets);

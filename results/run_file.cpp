@@ -118,6 +118,14 @@ void publish(const RunRecord& r, const std::string& path) {
       write_matrix(g, "score_std", rows.score_std, "std of raw scores scale*q.k, per layer");
       if (!rows.attention.empty()) write_group(g, "attention", rows.attention);
     }
+    if (!r.needle.empty()) {
+      Handle needle = h5::create_group(file, "needle");
+      for (const auto& [context, group] : r.needle) {
+        write_group(needle, std::to_string(context), group);
+        Handle g = h5::open_group(needle, std::to_string(context));
+        h5::write_int_attr(g, "context", context);
+      }
+    }
     if (!r.analysis.empty()) {
       Handle analysis = h5::create_group(file, "analysis");
       for (const auto& [context, group] : r.analysis) {
@@ -163,6 +171,13 @@ RunRecord read_run_file(const std::string& path) {
     rows.score_std = read_matrix(g, "score_std");
     if (h5::exists(g, "attention")) rows.attention = read_group(g, "attention");
     r.eval[h5::read_int_attr(g, "context")] = std::move(rows);
+  }
+  if (h5::exists(file, "needle")) {
+    Handle needle = h5::open_group(file, "needle");
+    for (const auto& name : h5::member_names(needle)) {
+      Handle g = h5::open_group(needle, name);
+      r.needle[h5::read_int_attr(g, "context")] = read_group(needle, name);
+    }
   }
   if (h5::exists(file, "analysis")) {
     Handle analysis = h5::open_group(file, "analysis");

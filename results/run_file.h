@@ -10,6 +10,7 @@
 //   /eval/<T>/position_loss                                         (E, buckets)
 //   /eval/<T>/score_std                                             (E, layers)
 //   /eval/<T>/attention/…     attention statistics at each validation (E, layers, heads[, bands])
+//   /needle/<T>/…             task: needle: retrieval at context T (accuracy, per-example arrays)
 //   /analysis/<T>/attention/… `harness analyse`: the same statistics (layers, heads[, …]) and the
 //                             raw-score Gaussianity, for the final model
 // Every dataset is chunked with unlimited max size; each has a `units` attribute. The statistics'
@@ -53,6 +54,7 @@ struct RunRecord {
   TrainRows train;
   std::map<int64_t, EvalRows> eval;            // by context length T
   std::map<int64_t, DatasetGroup> analysis;    // `harness analyse` of the final model, by T
+  std::map<int64_t, DatasetGroup> needle;      // task: needle, retrieval by context T
   RunState state = RunState::kRunning;
   std::string reason;
   int64_t status_step = 0;

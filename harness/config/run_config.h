@@ -91,6 +91,24 @@ struct RunConfig {
     int64_t attention_queries = 16; // attention statistics of the last N positions per window; 0: off
   } eval;
 
+  // What the run does: "lm" trains a language model (everything above); "needle" fine-tunes the
+  // finished run `init_from` on needle-in-a-haystack retrieval and evaluates it
+  // (harness/needle/needle_run.h). The keys above then describe the pretrained run.
+  std::string task = "lm";
+  std::string init_from;  // a run directory, or a directory of runs (a sweep's) holding this
+                          // config's pretraining run under its id
+
+  struct Needle {  // read only with task: needle
+    int64_t steps = 300;          // fine-tuning steps (the paper: 100 warm-up, 100 constant,
+    int64_t warmup_steps = 100;   // 100 cool-down)
+    int64_t cooldown_steps = 100;
+    int64_t batch_size = 8;       // examples per step, each of train.context tokens
+    std::vector<ContextValue> contexts = {ContextValue::times_l(1), ContextValue::times_l(4),
+                                          ContextValue::times_l(16)};
+    int64_t examples = 64;        // evaluation examples per context
+    uint64_t seed = 0;            // evaluation examples (fine-tuning ones follow train.seed)
+  } needle;
+
   struct Run {  // how to run; never changes results, so not part of the run id
     std::string out_dir = "runs";
     int64_t threads = 0;            // 0: all cores
@@ -102,6 +120,7 @@ struct RunConfig {
   // Resolved values (relative ones against train.context).
   int64_t train_context() const { return train.context; }
   std::vector<int64_t> eval_contexts() const;
+  std::vector<int64_t> needle_contexts() const;
 };
 
 }  // namespace harness::config

@@ -228,6 +228,35 @@ KeySpec string_key(std::string path, Access access, std::string help, bool affec
 }
 
 
+// A non-empty list of contexts (absolute or multiples of L); canonical: the resolved list.
+template <class Access>
+KeySpec contexts_key(std::string path, Access access, std::string help) {
+  KeySpec k;
+  k.path = path;
+  k.expected = "a non-empty list of contexts, each an integer or a multiple of L (L, 4L, 16L)";
+  k.help = std::move(help);
+  k.set = [=, expected = k.expected](RunConfig& c, const YAML::Node& n, const Location& at) {
+    if (!n.IsSequence() || n.size() == 0)
+      fail(at, path, fmt::format("expected {}, got {}", expected, describe(n)));
+    std::vector<ContextValue> out;
+    for (const auto& item : n) {
+      const Location item_at = Location::of(at.source, item);
+      const ContextValue v = parse_context_value(item, item_at, path, expected);
+      if ((!v.relative && (v.value < 1 || v.value != std::floor(v.value))) || !(v.value > 0))
+        fail(item_at, path, fmt::format("expected {}, got '{}'", expected, item.Scalar()));
+      out.push_back(v);
+    }
+    access(c) = std::move(out);
+  };
+  k.get = [=](const RunConfig& c) {
+    std::vector<int64_t> resolved;
+    for (const auto& v : access(const_cast<RunConfig&>(c)))
+      resolved.push_back(std::llround(v.resolve(c.train.context)));
+    return fmt::format("[{}]", fmt::join(resolved, ", "));
+  };
+  return k;
+}
+
 // ---- which keys a run reads (KeySpec::read) ----
 
 KeySpec read_when(KeySpec k, std::function<bool(const RunConfig&)> read) {
@@ -448,6 +477,52 @@ std::vector<KeySpec> build_schema() {
                           [](auto& c) -> auto& { return c.eval.attention_queries; }, 0, 4096,
                           "attention statistics (entropy, mass by distance) of the last N positions "
                           "of each validation window; 0: off", false));
+  // Tasks: needle in a haystack (harness/needle/needle_run.h). Unread for task: lm, so language-
+  // model runs keep their ids.
+  const auto needle_task = [](const RunConfig& c) { return c.task == "needle"; };
+  s.push_back(read_when(choice_key("task", [](auto& c) -> auto& { return c.task; },
+                                   [] { return std::vector<std::string>{"lm", "needle"}; },
+                                   "lm: train a language model; needle: fine-tune init_from on "
+                                   "needle-in-a-haystack retrieval and evaluate it"),
+                        [](const RunConfig& c) { return c.task != "lm"; }));
+  {
+    KeySpec k = string_key("init_from", [](auto& c) -> auto& { return c.init_from; },
+                           "task: needle: the pretrained run (its directory), or a directory of "
+                           "runs holding it under this config's pretraining id (a sweep's, e.g. "
+                           "runs/needle-base)");
+    k.expected = "a path (empty: none)";
+    k.set = [](RunConfig& c, const YAML::Node& n, const Location& at) {  // '' as written by canonical_text
+      c.init_from = n.IsNull() ? "" : require_scalar(n, at, "init_from", "a path").Scalar();
+    };
+    s.push_back(read_when(std::move(k), needle_task));
+  }
+  s.push_back(read_when(integer_key("needle.steps", [](auto& c) -> auto& { return c.needle.steps; },
+                                    1, int64_t(1) << 40, "fine-tuning steps"),
+                        needle_task));
+  s.push_back(read_when(integer_key("needle.warmup_steps",
+                                    [](auto& c) -> auto& { return c.needle.warmup_steps; }, 0,
+                                    int64_t(1) << 40, "fine-tuning: linear warm-up steps"),
+                        needle_task));
+  s.push_back(read_when(integer_key("needle.cooldown_steps",
+                                    [](auto& c) -> auto& { return c.needle.cooldown_steps; }, 0,
+                                    int64_t(1) << 40, "fine-tuning: final linear cool-down steps"),
+                        needle_task));
+  s.push_back(read_when(integer_key("needle.batch_size",
+                                    [](auto& c) -> auto& { return c.needle.batch_size; }, 1,
+                                    1 << 16, "fine-tuning examples per step (train.context tokens each)"),
+                        needle_task));
+  s.push_back(read_when(contexts_key("needle.contexts",
+                                     [](auto& c) -> auto& { return c.needle.contexts; },
+                                     "needle evaluation contexts (example lengths)"),
+                        needle_task));
+  s.push_back(read_when(integer_key("needle.examples",
+                                    [](auto& c) -> auto& { return c.needle.examples; }, 1, 1 << 20,
+                                    "needle evaluation examples per context"),
+                        needle_task));
+  s.push_back(read_when(integer_key("needle.seed", [](auto& c) -> auto& { return c.needle.seed; },
+                                    0, std::numeric_limits<int64_t>::max(),
+                                    "needle evaluation examples (keep equal across compared runs)"),
+                        needle_task));
   // Running (never part of the run id).
   s.push_back(string_key("run.out_dir", [](auto& c) -> auto& { return c.run.out_dir; },
                          "results root", false));
@@ -536,6 +611,12 @@ std::vector<int64_t> RunConfig::eval_contexts() const {
   return out;
 }
 
+std::vector<int64_t> RunConfig::needle_contexts() const {
+  std::vector<int64_t> out;
+  for (const auto& c : needle.contexts) out.push_back(std::llround(c.resolve(train.context)));
+  return out;
+}
+
 std::string Location::str() const {
   if (line <= 0) return source;
   return fmt::format("{}:{}:{}", source, line, column);
@@ -614,6 +695,24 @@ void resolve_and_validate(LoadedConfig& loaded) {
       fail_at("eval.contexts", fmt::format("context '{}' resolves to {} at L = {}, not a whole "
                                            "number of tokens",
                                            c.eval.contexts[i].text(), t, c.train.context));
+  }
+  if (c.task == "needle") {
+    if (c.init_from.empty())
+      fail_at("task", "task: needle fine-tunes a pretrained run: set init_from to its run "
+                      "directory, or to the directory of runs that holds it (a sweep's)");
+    if (c.needle.warmup_steps + c.needle.cooldown_steps > c.needle.steps)
+      fail_at(loaded.where.count("needle.cooldown_steps") ? "needle.cooldown_steps" : "needle.warmup_steps",
+              fmt::format("needle.warmup_steps + needle.cooldown_steps ({} + {}) must not exceed "
+                          "needle.steps ({})",
+                          c.needle.warmup_steps, c.needle.cooldown_steps, c.needle.steps));
+    for (const auto& v : c.needle.contexts) {
+      const double t = v.resolve(c.train.context);
+      if (t < 1 || std::fabs(t - std::round(t)) > 1e-9)
+        fail_at("needle.contexts", fmt::format("context '{}' resolves to {} at L = {}, not a whole "
+                                               "number of tokens", v.text(), t, c.train.context));
+    }
+  } else if (!c.init_from.empty()) {
+    fail_at("init_from", "init_from is read only with task: needle (this run trains from scratch)");
   }
   if (c.schedule.warmup_steps >= c.train.steps && c.schedule.warmup_steps > 0)
     fail_at("schedule.warmup_steps", fmt::format("must be below train.steps ({}), got {}",

@@ -12,6 +12,7 @@
 
 #include "harness/config/engine_options.h"
 #include "harness/data/dataset.h"
+#include "harness/needle/needle_run.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/evaluate.h"
 #include "harness/util/build_info.h"
@@ -110,6 +111,7 @@ bool is_same_run(const results::RunRecord& record, const config::RunConfig& conf
 }
 
 TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& options) {
+  if (loaded.config.task == "needle") return needle::run_needle(loaded, options);
   const auto& c = loaded.config;
   const results::RunPaths paths(options.run_dir.empty() ? (fs::path(c.run.out_dir) / c.name).string()
                                                : options.run_dir);
