@@ -53,6 +53,9 @@ std::vector<Parsed> parse_needles(const std::string& prompt) {
 
 TEST(NeedleGenerator, PutsNeedlesWhereItSays) {
   const Generator gen(documents(), bytes);
+  // Bytes: three longest cities (12, 11, 11) in 38-byte sentence frames + separator, the 38-byte
+  // question, and "c=1234567;c=1234567;c=1234567\n".
+  EXPECT_EQ(gen.min_total_tokens(), 3 * 38 + 34 + 38 + (34 + 3 * 8 + 2 + 1));
   for (const int64_t total : {gen.min_total_tokens(), int64_t(256), int64_t(1024)}) {
     for (uint64_t seed = 0; seed < 40; ++seed) {
       const Example e = gen.make(total, seed);
