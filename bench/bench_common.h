@@ -22,9 +22,10 @@
 namespace bench {
 
 inline int64_t vocab_size(const harness::config::RunConfig& c) {
-  return c.data.tokenizer == "byte"           ? 256
-         : c.data.tokenizer == "pretokenized" ? harness::data::kGpt2PaddedVocabSize
-                                              : c.data.vocab_size;
+  const auto& tokenizer = c.data.tokenizer;
+  return tokenizer.kind == "byte"           ? 256
+         : tokenizer.kind == "pretokenized" ? harness::data::kGpt2PaddedVocabSize
+                                            : tokenizer.vocab_size;
 }
 
 // The run config (with --set overrides) and its model at initial weights (seeded by train.seed),

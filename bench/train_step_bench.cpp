@@ -131,15 +131,14 @@ int run(int argc, char** argv) {
   const auto& c = configured.loaded.config;
   const int64_t vocab = configured.vocab;
   auto& model = configured.model;
-  models::Optimizers optim(model, harness::config::optim_options(c));
-  const auto schedule = harness::config::schedule_options(c);
+  models::Optimizers optim(model, c.optim);
   const int64_t B = c.train.batch_size, L = c.train.context;
   model->train();
 
   std::vector<double> fwd_bwd, norm, opt, total;
   const auto step = [&](int i, bool record) {
     const auto t0 = Clock::now();
-    optim.set_lr_factor(models::lr_factor(schedule, i, warmup + steps));
+    optim.set_lr_factor(models::lr_factor(c.schedule, i, warmup + steps));
     optim.zero_grad();
     const auto batch = torch::randint(0, vocab, {B, L + 1}, torch::kLong);  // (B, L + 1)
     auto loss = model->loss(batch.slice(1, 0, L), batch.slice(1, 1, L + 1));

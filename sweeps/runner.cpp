@@ -107,7 +107,7 @@ void check_corpora(const Sweep& sweep, const std::vector<RunStatus>& statuses) {
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     if (statuses[i].state == RunState::kDone) continue;
     const auto& loaded = sweep.runs[i].loaded;
-    const auto data = config::data_options(loaded.config);
+    const auto& data = loaded.config.data;
     if (!checked.insert(data::resolve_corpus_path(data).string()).second) continue;
     try {
       data::check_corpus_directory(data);

@@ -128,7 +128,7 @@ TEST(DataTokenizer, BadOptionsAreInputErrors) {
     make_tokenizer({"sentencepiece", 256}, {{"a.txt", "some text"}}, cache.path);
     FAIL();
   } catch (const harness::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("data.tokenizer.vocab_size = 256"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("data.vocab_size = 256"), std::string::npos) << e.what();
   }
   EXPECT_EQ(make_tokenizer({"byte", 256}, {}, cache.path)->name(), "byte");
 }

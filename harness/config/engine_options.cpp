@@ -1,7 +1,7 @@
 #include "harness/config/engine_options.h"
 
 #include "attention/method.h"
-#include "models/optimizers.h"
+#include "models/optim_options.h"
 #include "models/schedule.h"
 
 namespace harness::config {
@@ -37,16 +37,6 @@ attention::MethodOptions method_options(const RunConfig& c) {
   return m;
 }
 
-data::DataOptions data_options(const RunConfig& c) {
-  data::DataOptions d;
-  d.corpus = c.data.corpus;
-  d.data_dir = c.data.data_dir;
-  d.val_fraction = c.data.val_fraction;
-  d.tokenizer.kind = c.data.tokenizer;
-  d.tokenizer.vocab_size = c.data.vocab_size;
-  return d;
-}
-
 models::GPTOptions gpt_options(const RunConfig& c, int64_t vocab_size) {
   models::GPTOptions g;
   g.vocab_size = vocab_size;
@@ -57,28 +47,6 @@ models::GPTOptions gpt_options(const RunConfig& c, int64_t vocab_size) {
   g.mlp_ratio = c.model.mlp_ratio;
   g.attention = method_options(c);
   return g;
-}
-
-models::OptimOptions optim_options(const RunConfig& c) {
-  models::OptimOptions o;
-  o.name = c.optim.name;
-  o.lr_hidden = c.optim.lr_hidden;
-  o.lr_embed = c.optim.lr_embed;
-  o.lr_head = c.optim.lr_head;
-  o.lr_scalar = c.optim.lr_scalar;
-  o.beta1 = c.optim.beta1;
-  o.beta2 = c.optim.beta2;
-  o.weight_decay = c.optim.weight_decay;
-  o.momentum = c.optim.momentum;
-  return o;
-}
-
-models::ScheduleOptions schedule_options(const RunConfig& c) {
-  models::ScheduleOptions s;
-  s.kind = c.schedule.kind;
-  s.warmup_steps = c.schedule.warmup_steps;
-  s.cooldown_fraction = c.schedule.cooldown_fraction;
-  return s;
 }
 
 void check_engine_options(const RunConfig& config) {

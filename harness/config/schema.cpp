@@ -303,12 +303,13 @@ std::vector<KeySpec> build_schema() {
                          "where fetched corpora and tokenizer caches live", false));
   s.push_back(real_key("data.val_fraction", [](auto& c) -> auto& { return c.data.val_fraction; },
                        0.0, 0.9, true, "fraction of documents held out for validation"));
-  s.push_back(choice_key("data.tokenizer", [](auto& c) -> auto& { return c.data.tokenizer; },
+  s.push_back(choice_key("data.tokenizer", [](auto& c) -> auto& { return c.data.tokenizer.kind; },
                          tokenizer_names, "byte-level (vocab 256) or SentencePiece BPE"));
   s.push_back(read_when(
-      integer_key("data.vocab_size", [](auto& c) -> auto& { return c.data.vocab_size; }, 2, 1 << 20,
+      integer_key("data.vocab_size",
+                  [](auto& c) -> auto& { return c.data.tokenizer.vocab_size; }, 2, 1 << 20,
                   "SentencePiece vocabulary size (byte: always 256)"),
-      [](const RunConfig& c) { return c.data.tokenizer == "sentencepiece"; }));
+      [](const RunConfig& c) { return c.data.tokenizer.kind == "sentencepiece"; }));
   // Model.
   s.push_back(integer_key("model.layers", [](auto& c) -> auto& { return c.model.layers; }, 1, 256,
                           "transformer blocks"));
@@ -686,7 +687,8 @@ void resolve_and_validate(LoadedConfig& loaded) {
   if (c.train.batch_size % c.train.grad_accum != 0)
     fail_at("train.grad_accum", fmt::format("must divide train.batch_size ({}), got {}",
                                             c.train.batch_size, c.train.grad_accum));
-  if (c.data.tokenizer == "byte" && loaded.where.count("data.vocab_size") && c.data.vocab_size != 256)
+  if (c.data.tokenizer.kind == "byte" && loaded.where.count("data.vocab_size") &&
+      c.data.tokenizer.vocab_size != 256)
     fail_at("data.vocab_size", "the byte tokenizer has a vocabulary of 256; set data.tokenizer: "
                                "sentencepiece to choose a size");
   for (size_t i = 0; i < c.eval.contexts.size(); ++i) {

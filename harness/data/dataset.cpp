@@ -41,7 +41,7 @@ std::string millions(int64_t n) {
 }  // namespace
 
 fs::path resolve_corpus_path(const DataOptions& options) {
-  if (options.corpus == "sotu") return options.data_dir / "sotu";
+  if (options.corpus == "sotu") return fs::path(options.data_dir) / "sotu";
   return fs::path(options.corpus);
 }
 
@@ -76,11 +76,11 @@ Dataset::Dataset(const DataOptions& options) {
 void Dataset::load_text(const DataOptions& options) {
   format_ = CorpusFormat::kText;
   if (options.tokenizer.kind == "pretokenized") {
-    throw InputError("data.tokenizer.kind: pretokenized is only for token-shard corpora, and " +
+    throw InputError("data.tokenizer: pretokenized is only for token-shard corpora, and " +
                      corpus_path_.string() + " is a text corpus (use byte or sentencepiece)");
   }
   CorpusSplit split = split_corpus(load_text_corpus(corpus_path_), options.val_fraction);
-  const fs::path cache_dir = options.cache_dir.empty() ? options.data_dir / "cache" : options.cache_dir;
+  const fs::path cache_dir = options.cache_dir.empty() ? fs::path(options.data_dir) / "cache" : options.cache_dir;
   tokenizer_ = make_tokenizer(options.tokenizer, split.train, cache_dir);
   train_ = tokenize(*tokenizer_, split.train);
   validation_ = tokenize(*tokenizer_, split.validation);
@@ -114,7 +114,7 @@ void Dataset::load_shards(const DataOptions& options) {
   const std::string& kind = options.tokenizer.kind;
   if (kind == "sentencepiece") {
     throw InputError("data.corpus " + corpus_path_.string() +
-                     " holds token shards (GPT-2 ids), which cannot be re-tokenized: set data.tokenizer.kind to "
+                     " holds token shards (GPT-2 ids), which cannot be re-tokenized: set data.tokenizer to "
                      "pretokenized (or leave the default, byte, which is then ignored)");
   }
   if (kind != "byte" && kind != "pretokenized") make_tokenizer(options.tokenizer, {}, {});  // throws: unknown kind

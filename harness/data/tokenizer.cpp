@@ -148,7 +148,7 @@ std::string train_model(const std::vector<Document>& train_docs, int64_t vocab_s
   try {
     return spm::train(sentences, kwargs);
   } catch (const std::runtime_error& e) {
-    throw InputError("SentencePiece BPE training with data.tokenizer.vocab_size = " + std::to_string(vocab_size) +
+    throw InputError("SentencePiece BPE training with data.vocab_size = " + std::to_string(vocab_size) +
                      " failed: " + e.what());
   }
 }
@@ -197,12 +197,12 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::train_or_load(co
                                                                               int64_t vocab_size,
                                                                               const fs::path& cache_dir) {
   if (vocab_size <= kMetaPieces + 256) {
-    throw InputError("data.tokenizer.vocab_size = " + std::to_string(vocab_size) +
+    throw InputError("data.vocab_size = " + std::to_string(vocab_size) +
                      " is too small for sentencepiece: 3 special + 256 byte-fallback pieces are always present, "
                      "and the corpus' characters come on top (use e.g. 512 or more)");
   }
   if (vocab_size > std::numeric_limits<int32_t>::max()) {
-    throw InputError("data.tokenizer.vocab_size = " + std::to_string(vocab_size) + " is too large");
+    throw InputError("data.vocab_size = " + std::to_string(vocab_size) + " is too large");
   }
   const fs::path dir = cache_dir / "tokenizers";
   const fs::path model_file = dir / (sentencepiece_cache_key(train_docs, vocab_size) + ".model");
@@ -296,7 +296,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options, const
                                           const fs::path& cache_dir) {
   if (options.kind == "byte") {
     if (options.vocab_size != 256) {
-      spdlog::warn("data.tokenizer.vocab_size = {} is ignored by the byte tokenizer (vocab 256)", options.vocab_size);
+      spdlog::warn("data.vocab_size = {} is ignored by the byte tokenizer (vocab 256)", options.vocab_size);
     }
     return std::make_unique<ByteTokenizer>();
   }
@@ -304,7 +304,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options, const
     return SentencePieceTokenizer::train_or_load(train_docs, options.vocab_size, cache_dir);
   }
   if (options.kind == "pretokenized") return std::make_unique<PretokenizedTokenizer>();
-  throw InputError("data.tokenizer.kind: unknown tokenizer '" + options.kind +
+  throw InputError("data.tokenizer: unknown tokenizer '" + options.kind +
                    "' (valid kinds: byte, sentencepiece, pretokenized)");
 }
 

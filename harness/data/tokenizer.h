@@ -11,13 +11,9 @@
 #include <vector>
 
 #include "harness/data/corpus.h"
+#include "harness/data/data_options.h"
 
 namespace harness::data {
-
-struct TokenizerOptions {
-  std::string kind = "byte";  // byte | sentencepiece | pretokenized (token-shard corpora only)
-  int64_t vocab_size = 256;   // used by sentencepiece; byte is always 256, pretokenized 50304
-};
 
 class Tokenizer {
  public:
@@ -64,7 +60,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   // are thinned by taking evenly spaced chunks) or reuses <cache_dir>/tokenizers/<key>.model, key =
   // sentencepiece_cache_key(train_docs, vocab_size). Training is quiet (minloglevel 2).
   // vocab_size must be > 259 and large enough for the corpus' characters; SentencePiece's own
-  // complaint is passed on in a harness::InputError naming data.tokenizer.vocab_size.
+  // complaint is passed on in a harness::InputError naming data.vocab_size.
   static std::unique_ptr<SentencePieceTokenizer> train_or_load(const std::vector<Document>& train_docs,
                                                               int64_t vocab_size,
                                                               const std::filesystem::path& cache_dir);

@@ -275,7 +275,7 @@ train::TrainOutcome run_needle(const config::LoadedConfig& loaded, const train::
 
   models::GPT& model = base.model;
   model->train();
-  models::Optimizers optim(model, config::optim_options(c));
+  models::Optimizers optim(model, c.optim);
   models::ScheduleOptions schedule;
   schedule.kind = "constant-cooldown";
   schedule.warmup_steps = c.needle.warmup_steps;

@@ -43,7 +43,7 @@ FinishedRun open_finished_run(const std::string& run_dir, torch::Device device) 
     throw InputError(fmt::format("{}: /config has no canonical attribute", run.paths.results));
   run.loaded = config::load_run_config_text(canonical->second,
                                             run.paths.results + ":/config/canonical");
-  run.dataset = std::make_unique<data::Dataset>(config::data_options(run.loaded.config));
+  run.dataset = std::make_unique<data::Dataset>(run.loaded.config.data);
   run.model = models::GPT(config::gpt_options(run.loaded.config, run.dataset->vocab_size()));
   try {
     load_model_weights(run.paths.checkpoint, run.model);

@@ -52,7 +52,7 @@ struct Setup {
 
 std::unique_ptr<Setup> build(const config::LoadedConfig& loaded) {
   const auto& c = loaded.config;
-  auto s = std::unique_ptr<Setup>(new Setup{data::Dataset(config::data_options(c)), {}, nullptr,
+  auto s = std::unique_ptr<Setup>(new Setup{data::Dataset(c.data), {}, nullptr,
                                             nullptr, pick_device(loaded)});
   for (const int64_t T : c.eval_contexts()) {
     try {
@@ -66,7 +66,7 @@ std::unique_ptr<Setup> build(const config::LoadedConfig& loaded) {
   try {
     s->model = models::GPT(config::gpt_options(c, s->dataset.vocab_size()));
     s->model->to(s->device);
-    s->optim = std::make_unique<models::Optimizers>(s->model, config::optim_options(c));
+    s->optim = std::make_unique<models::Optimizers>(s->model, c.optim);
   } catch (const std::invalid_argument& e) {
     throw InputError(fmt::format("{}: {}", loaded.source, e.what()));
   }
@@ -200,7 +200,6 @@ class TrainingSession {
     install_interrupt_handlers();
     const bool bar = options_.progress_bar < 0 ? stderr_is_terminal() : options_.progress_bar == 1;
     Progress progress(run_log_, c_.train.steps, c_.run.log_every, bar);
-    const auto schedule = config::schedule_options(c_);
     const int64_t micro_batch = c_.train.batch_size / c_.train.grad_accum;
     auto& model = setup_->model;
     auto& optim = *setup_->optim;
@@ -220,7 +219,7 @@ class TrainingSession {
           return outcome_;
         }
         const auto t0 = Clock::now();
-        const double factor = models::lr_factor(schedule, step_, c_.train.steps);
+        const double factor = models::lr_factor(c_.schedule, step_, c_.train.steps);
         optim.set_lr_factor(factor);
         optim.zero_grad();
         double loss_sum = 0.0;
