@@ -120,6 +120,10 @@ std::string format_status(const Sweep& sweep, const std::vector<RunStatus>& stat
       losses = fmt::format("  val@{}", s.eval_step);
       for (const auto& [T, loss] : s.eval_loss) losses += fmt::format("  {}: {:.4f}", T, loss);
     }
+    if (!s.needle_accuracy.empty()) {
+      losses += "  needle accuracy";
+      for (const auto& [T, accuracy] : s.needle_accuracy) losses += fmt::format("  {}: {:.3f}", T, accuracy);
+    }
     std::string detail;
     if (s.state == RunState::kRunning && !s.holder.empty()) detail = "pid " + s.holder;
     else if (s.state != RunState::kDone && !s.reason.empty()) detail = s.reason;

@@ -48,7 +48,8 @@ std::string latest_progress_line(const std::string& run_dir, int64_t* step) {
 
 RunStatus inspect_run(const PlannedRun& run, bool ignore_lock) {
   RunStatus status;
-  status.total = run.loaded.config.train.steps;
+  const auto& c = run.loaded.config;
+  status.total = c.task == "needle" ? c.needle.steps : c.train.steps;  // optimiser steps it takes
   if (!ignore_lock) status.locked = run_lock_held(run.run_dir, &status.holder);
   const results::RunPaths paths(run.run_dir);
   if (fs::exists(paths.results)) {
@@ -61,6 +62,11 @@ RunStatus inspect_run(const PlannedRun& run, bool ignore_lock) {
           status.eval_loss[T] = rows.loss.back();
           status.eval_step = std::max(status.eval_step, rows.step.back());
         }
+      for (const auto& [T, group] : record.needle) {
+        const auto a = group.arrays.find("accuracy");
+        if (a != group.arrays.end() && !a->second.values.empty())
+          status.needle_accuracy[T] = a->second.values.front();
+      }
       switch (record.state) {
         case results::RunState::kDone: status.state = RunState::kDone; break;
         case results::RunState::kFailed: status.state = RunState::kFailed; break;

@@ -22,6 +22,7 @@ struct RunStatus {
   int64_t step = 0, total = 0;  // optimiser steps done (the log's latest when running)
   std::map<int64_t, double> eval_loss;  // latest validation loss by context
   int64_t eval_step = 0;                // the step of those losses
+  std::map<int64_t, double> needle_accuracy;  // task: needle: retrieval accuracy by context
 };
 
 // `ignore_lock`: the caller holds the lock itself (run-one).

@@ -264,7 +264,10 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
     } else if (code == kExitOk && status.state == RunState::kDone) {
       done_now.push_back(i);
       verdict = "done";
-      for (const auto& [T, loss] : status.eval_loss) detail += fmt::format("{}{}: {:.4f}", detail.empty() ? "val " : ", ", T, loss);
+      for (const auto& [T, loss] : status.eval_loss)
+        detail += fmt::format("{}{}: {:.4f}", detail.empty() ? "val " : ", ", T, loss);
+      for (const auto& [T, accuracy] : status.needle_accuracy)
+        detail += fmt::format("{}{}: {:.3f}", detail.empty() ? "needle accuracy " : ", ", T, accuracy);
     } else if (code == kExitInterrupted) {
       interrupted_now.push_back(i);
       verdict = "stopped";

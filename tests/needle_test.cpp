@@ -21,6 +21,7 @@
 #include "harness/util/errors.h"
 #include "models/gpt.h"
 #include "results/run_file.h"
+#include "sweeps/run_status.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -410,6 +411,7 @@ TEST(NeedleRun, FineTunesEvaluatesAndExports) {
   EXPECT_EQ(r.train.step.size(), 4u);
   EXPECT_EQ(r.config.at("init_from_id"), id);
   ASSERT_EQ(r.needle.size(), 2u);
+  std::map<int64_t, double> accuracy;
   for (const int64_t T : {256, 512}) {
     const auto& g = r.needle.at(T);
     const auto& retrieved = g.arrays.at("retrieved");
@@ -424,7 +426,16 @@ TEST(NeedleRun, FineTunesEvaluatesAndExports) {
     const auto value = analysis::metric_value(r, analysis::parse_metric("needle/accuracy"), T);
     ASSERT_TRUE(value.has_value());
     EXPECT_DOUBLE_EQ(*value, sum / 9);
+    accuracy[T] = sum / 9;
   }
+  // What `sweep status` and the sweep's "done" line show: fine-tuning steps and accuracy.
+  harness::sweeps::PlannedRun planned;
+  planned.loaded = harness::config::load_run_config_text(needle, "t.yaml", "t");
+  planned.run_dir = (tmp.path / "needle" / "n").string();
+  const auto status = harness::sweeps::inspect_run(planned);
+  EXPECT_EQ(status.state, harness::sweeps::RunState::kDone);
+  EXPECT_EQ(status.total, 4);
+  EXPECT_EQ(status.needle_accuracy, accuracy);
   // Resuming a done needle run does nothing.
   harness::train::TrainOptions o;
   o.run_dir = (tmp.path / "needle" / "n").string();
