@@ -260,15 +260,22 @@ Table build_table(const RunSet& set, const TableOptions& o) {
   if (best != "min" && best != "max" && best != "none")
     throw InputError(fmt::format("--best: expected min, max or none, got '{}'", best));
   t.best.assign(t.rows.size(), std::vector<bool>(t.cols.size(), false));
+  // Every row that reaches the best value is marked (ties), none when all rows do: a column of
+  // zero accuracies has no best.
   if (best != "none")
     for (size_t c = 0; c < t.cols.size(); ++c) {
-      std::optional<size_t> at;
-      for (size_t r = 0; r < t.rows.size(); ++r) {
-        if (!t.cells[r][c]) continue;
-        const double x = t.cells[r][c]->mean;
-        if (!at || (best == "min" ? x < t.cells[*at][c]->mean : x > t.cells[*at][c]->mean)) at = r;
-      }
-      if (at) t.best[*at][c] = true;
+      std::optional<double> top;
+      size_t filled = 0, at_top = 0;
+      for (size_t r = 0; r < t.rows.size(); ++r)
+        if (t.cells[r][c]) {
+          const double x = t.cells[r][c]->mean;
+          ++filled;
+          if (!top || (best == "min" ? x < *top : x > *top)) top = x;
+        }
+      for (size_t r = 0; r < t.rows.size(); ++r) at_top += t.cells[r][c] && t.cells[r][c]->mean == *top;
+      if (filled > 1 && at_top == filled) continue;
+      for (size_t r = 0; r < t.rows.size(); ++r)
+        t.best[r][c] = t.cells[r][c] && t.cells[r][c]->mean == *top;
     }
   return t;
 }

@@ -42,7 +42,7 @@ struct TableOptions {
   std::string metric = "loss";
   std::vector<std::string> rows;  // keys (or "context"); empty: every varying key but the seed
   std::vector<std::string> cols;  // empty: {"context"}
-  std::string best;               // min | max | none; "": min for loss, else none
+  std::string best;               // min | max | none; "": min for loss, max for needle, else none
 };
 
 struct Cell {

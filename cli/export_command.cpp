@@ -20,7 +20,8 @@ const char* kUsage =
     "                            [--format md|csv|tex] [--best min|max|none] [--out FILE]\n"
     "         mean ± standard error over seeds; rows and columns among the keys that vary and\n"
     "         `context`; metrics: loss (default), attention/<statistic>[@t or @txD],\n"
-    "         analysis/<statistic> (README.md, \"Export\")\n"
+    "         analysis/<statistic>, needle/<accuracy|city_accuracy|number_accuracy>\n"
+    "         (README.md, \"Export\")\n"
     "       harness export curves SWEEP_FILE|RUNS_DIR|THEORY_FILE --out DIR [--theory FILE]\n"
     "         one CSV per figure and its SVG/PNG rendered with gnuplot";
 
@@ -50,7 +51,8 @@ int table(const Args& args) {
       ("rows", po::value(&rows)->composing(), "row keys, comma-separated (default: the varying keys but the seed)")
       ("cols", po::value(&cols)->composing(), "column keys (default: context)")
       ("format", po::value(&format)->default_value("md"), "md | csv | tex")
-      ("best", po::value(&o.best), "mark the min or max of each column, or none (default: min for loss, none for statistics)")
+      ("best", po::value(&o.best), "mark the min or max of each column, or none (default: min for loss, max for needle "
+       "accuracies, none for statistics)")
       ("out", po::value(&out), "also write the table to FILE");
   po::positional_options_description positional;
   positional.add("input", 1);

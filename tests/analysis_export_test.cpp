@@ -136,6 +136,19 @@ TEST(ExportTable, MeansStandardErrorsAndSeedsInEveryFormat) {
   EXPECT_EQ(data_rows, 2u);
 }
 
+TEST(ExportTable, TiesAreAllBestAndAColumnOfEqualValuesHasNone) {
+  test_support::TempDir tmp;
+  write_run(tmp.path / "r", "rope", 0, {1.0, 2.0});
+  write_run(tmp.path / "a", "alibi", 0, {1.0, 3.0});
+  write_run(tmp.path / "n", "nope", 0, {1.0, 2.0});
+  const auto t = analysis::build_table(analysis::load_run_set(tmp.path.string()), {});
+  ASSERT_EQ(t.rows.size(), 3u);
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_FALSE(t.best[r][0]) << "64: every method 1.0";
+    EXPECT_EQ(t.best[r][1], t.cells[r][1]->mean == 2.0) << "256: rope and nope 2.0, alibi 3.0";
+  }
+}
+
 TEST(ExportTable, MetricsRowsAndColumnsAreChecked) {
   Runs runs;
   const auto set = analysis::load_run_set(runs.tmp.path.string());
