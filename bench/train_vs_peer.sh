@@ -159,8 +159,8 @@ ratio = med["harness"]["tps"] / med["peer"]["tps"]
 rss_ratio = max(rows["harness"]["rss"]) / max(rows["peer"]["rss"])
 print(f"{'ratio harness/peer':34} {ratio:16.2f}x {'':>22} {rss_ratio:12.2f}x {med['harness']['cpu'] / med['peer']['cpu']:6.2f}x")
 print("(peak RSS: the largest over the runs; CPU s: user+sys of the whole process, start-up included)")
-target = "met" if ratio >= 1.2 and rss_ratio <= 1.0 else "NOT met"
-print(f"target (>= 1.2x tokens/s, no more memory): {target}")
+target = "met" if ratio >= 1.5 and rss_ratio <= 1.0 else "NOT met"
+print(f"target (>= 1.5x tokens/s, no more memory: #15): {target}")
 print(f"RESULT threads={threads} harness_tokens_per_s={med['harness']['tps']:.1f} "
       f"peer_tokens_per_s={med['peer']['tps']:.1f} ratio={ratio:.3f} "
       f"harness_peak_rss_mib={max(rows['harness']['rss']):.1f} peer_peak_rss_mib={max(rows['peer']['rss']):.1f} "

@@ -79,7 +79,7 @@ FIXED = {
     "attention.p_rope_variant": ("respread",), "train.grad_accum": ("1",),
     "optim.name": ("muon",), "optim.weight_decay": ("0", "0.0"),
     "schedule.kind": ("constant-cooldown",), "schedule.warmup_steps": ("0",),
-    "run.device": ("cpu",),
+    "run.device": ("cpu",), "task": ("lm",),
 }
 # Keys that do not change the training step: validation, output, threads (--threads), kernel.
 IGNORED = ("name", "eval.", "run.", "attention.kernel", "attention.rope_base", "optim.lr_scalar")
@@ -93,6 +93,8 @@ def parse_yaml_subset(path):
     out, section = {}, None
     with open(path, encoding="utf-8") as f:
         for raw in f:
+            if "# not read by this run" in raw:
+                continue  # `config show` lists keys the run ignores (needle.* of an lm run)
             line = raw.split("#", 1)[0].rstrip()
             if not line.strip():
                 continue
