@@ -436,6 +436,15 @@ TEST(NeedleRun, FineTunesEvaluatesAndExports) {
   EXPECT_EQ(status.state, harness::sweeps::RunState::kDone);
   EXPECT_EQ(status.total, 4);
   EXPECT_EQ(status.needle_accuracy, accuracy);
+  // Running it again without --resume is refused (as a training run's), naming the state.
+  try {
+    run(needle, tmp.path / "needle" / "n");
+    ADD_FAILURE() << "a done needle run was overwritten silently";
+  } catch (const harness::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("already holds a run (state: done)"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(r.config.at("hash"), harness::config::config_hash(
+                                     harness::config::load_run_config_text(needle, "t").config));
   // Resuming a done needle run does nothing.
   harness::train::TrainOptions o;
   o.run_dir = (tmp.path / "needle" / "n").string();

@@ -7,14 +7,12 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <thread>
 
 #include "harness/config/engine_options.h"
 #include "harness/needle/needle_task.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/finished_run.h"
-#include "harness/util/build_info.h"
+#include "harness/train/run_directory.h"
 #include "harness/util/errors.h"
 #include "harness/util/interrupt.h"
 #include "harness/util/progress.h"
@@ -76,12 +74,6 @@ std::vector<std::string> differing_keys(const config::RunConfig& a, const config
 void check_vocabulary(const config::LoadedConfig& loaded, const data::Dataset& dataset) {
   const std::string problem = vocabulary_problem(dataset.tokenizer());
   if (!problem.empty()) fail_key(loaded, "init_from", problem);
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << text;
-  fs::rename(tmp, path);
 }
 
 }  // namespace
@@ -180,15 +172,8 @@ train::TrainOutcome run_needle(const config::LoadedConfig& loaded, const train::
   const results::RunPaths paths(options.run_dir.empty() ? (fs::path(c.run.out_dir) / c.name).string()
                                                         : options.run_dir);
   const std::string hash = config::config_hash(c);
-  const bool has_results = fs::exists(paths.results);
-  if ((has_results || fs::exists(paths.checkpoint)) && !options.resume && !options.overwrite) {
-    const std::string state =
-        has_results ? results::to_string(results::read_run_file(paths.results).state) : "unknown";
-    throw InputError(fmt::format("{} already holds a run (state: {}); pass --resume to continue "
-                                 "it, --overwrite to start again, or choose another name",
-                                 paths.dir, state));
-  }
-  if (options.resume && has_results) {
+  train::refuse_existing_run(paths, options);
+  if (options.resume && fs::exists(paths.results)) {
     const auto record = results::read_run_file(paths.results);
     if (!train::is_same_run(record, c))
       throw InputError(fmt::format("{}: the config changed since this run started; start a new "
@@ -201,15 +186,8 @@ train::TrainOutcome run_needle(const config::LoadedConfig& loaded, const train::
 
   // Everything checked before anything is written.
   const std::string init_dir = pretrained_run_dir(loaded);
-  const int64_t threads =
-      c.run.threads > 0 ? c.run.threads : std::max<int64_t>(1, std::thread::hardware_concurrency());
-  torch::set_num_threads(int(threads));
-  torch::Device device = torch::kCPU;
-  if (c.run.device == "cuda") {
-    if (!torch::cuda::is_available())
-      fail_key(loaded, "run.device", "cuda requested, but this LibTorch has no CUDA device available");
-    device = torch::kCUDA;
-  }
+  const int64_t threads = train::use_run_threads(c);
+  const torch::Device device = train::pick_device(loaded);
   train::FinishedRun base = [&] {
     try {
       return train::open_finished_run(init_dir, device);
@@ -254,21 +232,10 @@ train::TrainOutcome run_needle(const config::LoadedConfig& loaded, const train::
   fs::create_directories(paths.dir);
   const RunLog run_log = make_run_log(paths.log);
   const auto& log = run_log.all;
-  write_text(paths.config, fmt::format("# resolved config of run {} (id {})\n{}", c.name, hash,
-                                       config::canonical_text(c, false)));
-  results::RunRecord record;
-  record.config["name"] = c.name;
-  record.config["yaml"] = loaded.text;
-  record.config["canonical"] = config::canonical_text(c, false);
-  record.config["hash"] = hash;
-  record.config["source"] = loaded.source;
-  record.config["git_revision"] = git_revision();
-  record.config["libtorch_version"] = libtorch_version();
-  record.config["blas"] = blas_config();
-  record.config["device"] = device.str();
+  train::write_resolved_config(paths, c);
+  results::RunRecord record = train::fresh_record(loaded, threads, device);
   record.config["init_from_run"] = init_dir;
   record.config["init_from_id"] = base_id;
-  record.threads = threads;
   log->info("needle run {} (id {}): fine-tuning {} (id {}, method {}) at L = {}, evaluating at {}",
             c.name, hash, init_dir, base_id, c.attention.method, L,
             fmt::join(c.needle_contexts(), ", "));

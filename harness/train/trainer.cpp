@@ -7,16 +7,14 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <thread>
 
 #include "harness/config/engine_options.h"
 #include "harness/data/dataset.h"
 #include "harness/needle/needle_run.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/evaluate.h"
-#include "harness/util/build_info.h"
+#include "harness/train/run_directory.h"
 #include "harness/util/errors.h"
 #include "harness/util/interrupt.h"
 #include "harness/util/progress.h"
@@ -31,15 +29,6 @@ namespace harness::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-torch::Device pick_device(const config::LoadedConfig& loaded) {
-  if (loaded.config.run.device == "cpu") return torch::kCPU;
-  if (!torch::cuda::is_available())
-    throw InputError(fmt::format("{}: run.device: cuda requested, but this LibTorch has no CUDA "
-                                 "device available; use run.device: cpu",
-                                 loaded.location_of("run.device").str()));
-  return torch::kCUDA;
-}
 
 // Everything a run needs, built (and so validated) before anything is written.
 struct Setup {
@@ -71,28 +60,6 @@ std::unique_ptr<Setup> build(const config::LoadedConfig& loaded) {
     throw InputError(fmt::format("{}: {}", loaded.source, e.what()));
   }
   return s;
-}
-
-results::RunRecord fresh_record(const config::LoadedConfig& loaded, int64_t threads,
-                                const torch::Device& device) {
-  results::RunRecord r;
-  r.config["name"] = loaded.config.name;
-  r.config["yaml"] = loaded.text;
-  r.config["canonical"] = config::canonical_text(loaded.config, false);
-  r.config["hash"] = config::config_hash(loaded.config);
-  r.config["source"] = loaded.source;
-  r.config["git_revision"] = git_revision();
-  r.config["libtorch_version"] = libtorch_version();
-  r.config["blas"] = blas_config();
-  r.config["device"] = device.str();
-  r.threads = threads;
-  return r;
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << text;
-  fs::rename(tmp, path);
 }
 
 }  // namespace
@@ -129,16 +96,8 @@ class TrainingSession {
 
   // Returns the outcome of a run that is already done (nothing to do), else nullopt.
   std::optional<TrainOutcome> prepare() {
-    const bool has_results = fs::exists(paths_.results);
-    const bool has_checkpoint = fs::exists(paths_.checkpoint);
-    if ((has_results || has_checkpoint) && !options_.resume && !options_.overwrite) {
-      std::string state = "unknown";
-      if (has_results) state = results::to_string(results::read_run_file(paths_.results).state);
-      throw InputError(fmt::format("{} already holds a run (state: {}); pass --resume to continue "
-                                   "it, --overwrite to start again, or choose another name",
-                                   paths_.dir, state));
-    }
-    resuming_ = options_.resume && has_checkpoint && has_results;
+    refuse_existing_run(paths_, options_);
+    resuming_ = options_.resume && fs::exists(paths_.checkpoint) && fs::exists(paths_.results);
     if (resuming_) {
       record_ = results::read_run_file(paths_.results);
       if (!is_same_run(record_, c_))
@@ -155,9 +114,7 @@ class TrainingSession {
         return done;
       }
     }
-    threads_ = c_.run.threads > 0 ? c_.run.threads
-                                  : std::max<int64_t>(1, std::thread::hardware_concurrency());
-    torch::set_num_threads(int(threads_));
+    threads_ = use_run_threads(c_);
     setup_ = build(loaded_);  // validates data, contexts, model and optimiser
     stream_.emplace(setup_->dataset.train_stream(c_.train.context, c_.train.seed));
     return std::nullopt;
@@ -173,8 +130,7 @@ class TrainingSession {
     fs::create_directories(paths_.dir);
     run_log_ = make_run_log(paths_.log);
     const auto& log = run_log_.all;
-    write_text(paths_.config, fmt::format("# resolved config of run {} (id {})\n{}", c_.name, hash_,
-                                          config::canonical_text(c_, false)));
+    write_resolved_config(paths_, c_);
     auto& model = setup_->model;
     if (resuming_) {
       const CheckpointState state = load_checkpoint(paths_.checkpoint, model, *setup_->optim);

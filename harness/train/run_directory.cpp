@@ -1,0 +1,69 @@
+#include "harness/train/run_directory.h"
+
+#include <fmt/format.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "harness/util/build_info.h"
+#include "harness/util/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace harness::train {
+
+void refuse_existing_run(const results::RunPaths& paths, const TrainOptions& options) {
+  const bool has_results = fs::exists(paths.results);
+  if (!(has_results || fs::exists(paths.checkpoint)) || options.resume || options.overwrite) return;
+  const std::string state =
+      has_results ? results::to_string(results::read_run_file(paths.results).state) : "unknown";
+  throw InputError(fmt::format("{} already holds a run (state: {}); pass --resume to continue it, "
+                               "--overwrite to start again, or choose another name",
+                               paths.dir, state));
+}
+
+torch::Device pick_device(const config::LoadedConfig& loaded) {
+  if (loaded.config.run.device == "cpu") return torch::kCPU;
+  if (!torch::cuda::is_available())
+    throw InputError(fmt::format("{}: run.device: cuda requested, but this LibTorch has no CUDA "
+                                 "device available; use run.device: cpu",
+                                 loaded.location_of("run.device").str()));
+  return torch::kCUDA;
+}
+
+int64_t use_run_threads(const config::RunConfig& config) {
+  const int64_t threads = config.run.threads > 0
+                              ? config.run.threads
+                              : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  torch::set_num_threads(int(threads));
+  return threads;
+}
+
+void write_resolved_config(const results::RunPaths& paths, const config::RunConfig& config) {
+  const std::string tmp = paths.config + ".tmp";
+  std::ofstream(tmp) << fmt::format("# resolved config of run {} (id {})\n{}", config.name,
+                                    config::config_hash(config), config::canonical_text(config, false));
+  fs::rename(tmp, paths.config);
+}
+
+results::RunRecord fresh_record(const config::LoadedConfig& loaded, int64_t threads,
+                                const torch::Device& device) {
+  results::RunRecord r;
+  r.config["name"] = loaded.config.name;
+  r.config["yaml"] = loaded.text;
+  r.config["canonical"] = config::canonical_text(loaded.config, false);
+  r.config["hash"] = config::config_hash(loaded.config);
+  r.config["source"] = loaded.source;
+  r.config["git_revision"] = git_revision();
+  r.config["libtorch_version"] = libtorch_version();
+  r.config["blas"] = blas_config();
+  r.config["device"] = device.str();
+  r.threads = threads;
+  return r;
+}
+
+}  // namespace harness::train
