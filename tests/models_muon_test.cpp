@@ -112,6 +112,43 @@ TEST(MuonStep, OneStepMatchesHandComputation) {
   }
 }
 
+// The CPU step spreads the matrices over the threads (costliest first): every matrix still gets
+// its own update, a matrix without a gradient is left alone, and 1 or 2 threads agree.
+TEST(MuonStep, MatricesSpreadOverThreadsEachGetTheirOwnUpdate) {
+  const int previous = torch::get_num_threads();
+  const std::vector<std::vector<int64_t>> shapes{{24, 40}, {64, 16}, {48, 48}, {8, 96}, {33, 20}};
+  std::vector<torch::Tensor> after[2];
+  for (int threads : {1, 2}) {
+    torch::set_num_threads(threads);
+    torch::manual_seed(3);
+    std::vector<torch::Tensor> ps, p0, gs;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      ps.push_back(torch::randn(shapes[i]).requires_grad_());
+      p0.push_back(ps.back().detach().clone());
+      gs.push_back(torch::randn(shapes[i]));
+      if (i != 3) ps.back().mutable_grad() = gs.back().clone();  // #3 has no gradient
+    }
+    models::MuonOptions o;
+    o.lr = 0.05;
+    o.momentum = 0.9;
+    models::Muon muon(ps, o);
+    muon.step();
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const auto got = ps[i].detach().to(torch::kDouble);
+      auto expected = p0[i].to(torch::kDouble);
+      if (i != 3)
+        expected -= 0.05 * models::muon_shape_scale(shapes[i][0], shapes[i][1]) *
+                    reference_ns5((1 - 0.9) * (1 + 0.9) * gs[i].to(torch::kDouble));
+      EXPECT_LT((got - expected).abs().max().item<double>(), 1e-5)
+          << "matrix " << i << ", " << threads << " thread(s)";
+      after[threads - 1].push_back(got);
+    }
+  }
+  torch::set_num_threads(previous);
+  for (size_t i = 0; i < shapes.size(); ++i)
+    EXPECT_LT((after[0][i] - after[1][i]).abs().max().item<double>(), 1e-6) << "matrix " << i;
+}
+
 TEST(MuonStep, RejectsNonMatrixParameters) {
   EXPECT_THROW(models::Muon({torch::zeros({3}, torch::requires_grad())}, {}),
                std::invalid_argument);
