@@ -7,7 +7,8 @@
 //      t < 0 (above the diagonal) hold mult 0 and bias −inf: the causal mask costs nothing extra.
 //   2. Operands padded once (D and T to 64 bytes, zeros), K and V also transposed, so that tiles
 //      are read in place, never packed.
-//   3. Forward: tasks (b, h, query block); key blocks 0..diagonal with an online softmax.
+//   3. Forward: tasks (b, h, query block), a head's blocks in a row so that the threads share its
+//      K and V in the cache; key blocks from the diagonal down to 0 with an online softmax.
 //   4. Backward: tasks (b, h, set of key blocks); for each key block, all query blocks at or below
 //      the diagonal: dV, dK accumulate in the task, dQ in a per-task (T × D) buffer (one per task
 //      set, summed when a head is split over several threads).
@@ -100,16 +101,22 @@ struct Simd {
 };
 
 // exp on a vector. float: Cephes-style range reduction + degree-6 polynomial (≤ 2 ulp), exactly 0
-// below the float range (masked logits are −inf). double: libm per lane (the float64 path exists
-// for gradient checks, not speed).
+// far below the float range (masked logits are −inf), NaN stays NaN. double: libm per lane (the
+// float64 path exists for gradient checks, not speed).
 template <class S>
 ATTN_INLINE typename S::V vexp(typename S::V x) {
   using V = typename S::V;
   if constexpr (std::is_same_v<decltype(x[0] + 0), float>) {
-    typedef int32_t IV __attribute__((vector_size(sizeof(V))));
-    const V hi = S::splat(88.3762626647949f), lo = S::splat(-87.3365478515625f);
-    V xc = x > hi ? hi : x;
-    xc = xc < lo ? lo : xc;
+    constexpr bool scalef = sizeof(V) == 64;  // AVX-512: only its workers use 64-byte vectors
+    // With vscalefps, p·2^n is exact down to the denormals and 0 below: clamping at −110
+    // (2^−159·p rounds to 0) replaces the old clamps and zero select; without it, 2^n is built
+    // from bits and n must stay within the normal exponents.
+    const V lo = S::splat(scalef ? -110.0f : -87.3365478515625f);
+    V xc = x < lo ? lo : x;  // NaN stays NaN
+    if constexpr (!scalef) {
+      const V hi = S::splat(88.3762626647949f);
+      xc = xc > hi ? hi : xc;
+    }
     const V magic = S::splat(12582912.0f);  // 1.5·2^23: adding it rounds to the nearest integer
     const V n = (xc * S::splat(1.44269504088896341f) + magic) - magic;
     V r = xc - n * S::splat(0.693359375f);
@@ -121,9 +128,18 @@ ATTN_INLINE typename S::V vexp(typename S::V x) {
     p = p * r + S::splat(1.6666665459e-1f);
     p = p * r + S::splat(5.0000001201e-1f);
     p = p * (r * r) + r + S::splat(1.0f);
-    const IV bits = (__builtin_convertvector(n, IV) + 127) << 23;  // 2^n
-    const V y = p * (V)bits;
-    return x < lo ? S::splat(0.0f) : y;
+    if constexpr (scalef) {
+      // One vscalefps instead of convert, add, shift, multiply and select. Inline asm: the
+      // intrinsic would need this helper itself compiled for AVX-512, not just its callers.
+      V y;
+      asm("vscalefps %2, %1, %0" : "=v"(y) : "v"(p), "v"(n));
+      return y;
+    } else {
+      typedef int32_t IV __attribute__((vector_size(sizeof(V))));
+      const IV bits = (__builtin_convertvector(n, IV) + 127) << 23;  // 2^n
+      const V y = p * (V)bits;
+      return x < lo ? S::splat(0.0f) : y;
+    }
   } else {
     for (int l = 0; l < S::W; ++l) x[l] = std::exp(x[l]);
     return x;
@@ -273,13 +289,16 @@ ATTN_INLINE void online_softmax_row(T* s, int64_t nc, T rc, const T* mu, const T
     S::store(s + c, p);
     vsum += p;
   }
-  const T alpha = std::exp(m_run - m_new);  // 0 on the first tile (m_run = −inf)
-  l_run = l_run * alpha + S::hsum(vsum);
-  if (alpha != T(1)) {
+  // Rescale what was accumulated only when the maximum grows: with key blocks taken nearest
+  // first, under a bias that falls with distance (scale-invariant, ALiBi) it seldom does.
+  if (m_new > m_run) {
+    const T alpha = std::exp(m_run - m_new);
+    l_run *= alpha;
     const V va = S::splat(alpha);
     for (int64_t d = 0; d < Dp; d += W) S::store(o + d, S::load(o + d) * va);
+    m_run = m_new;
   }
-  m_run = m_new;
+  l_run += S::hsum(vsum);
 }
 
 template <class I, class T>
@@ -289,9 +308,11 @@ ATTN_INLINE void forward_worker(const Problem<T>& P, const ForwardOut<T>& F, Tas
   const int64_t BH = P.B * P.H, tasks = BH * nq;
   std::vector<T> s(Bq * Bk), o(Bq * Dp), m_run(Bq), l_run(Bq), rc(Bq);
   for (int64_t w = next++; w < tasks; w = next++) {
-    // Task w: query block nq − 1 − w / BH (the last blocks, with the most keys, go first).
-    const int64_t bh = w % BH, h = bh % P.H;
-    const int64_t i0 = (nq - 1 - w / BH) * Bq, m = std::min(Bq, T_ - i0);
+    // Task w: head w / nq, query block nq − 1 − w % nq (its last blocks, with the most keys,
+    // first). Both threads on one head: at T = 16384 its K and V (8 MB) stay in L3 for both,
+    // ~6% faster than heads side by side (bench_attention).
+    const int64_t bh = w / nq, h = bh % P.H;
+    const int64_t i0 = (nq - 1 - w % nq) * Bq, m = std::min(Bq, T_ - i0);
     const T* qi = P.q + (bh * T_ + i0) * Dp;  // (m, Dp)
     const T* kth = P.kt + bh * Tp * Dp;       // (nkb, Dp, Bk)
     const T* vh = P.v + bh * Tp * Dp;         // (Tp, Dp)
@@ -303,7 +324,7 @@ ATTN_INLINE void forward_worker(const Problem<T>& P, const ForwardOut<T>& F, Tas
     }
     std::fill(o.begin(), o.begin() + m * Dp, T(0));
     const int64_t last = i0 + m - 1;  // last query row; keys beyond it are masked for the block
-    for (int64_t j0 = 0; j0 <= last; j0 += Bk) {
+    for (int64_t j0 = last / Bk * Bk; j0 >= 0; j0 -= Bk) {
       // Columns past min(T, last + 1) are masked for every row of the block: not computed.
       const int64_t nc = round_up(std::min({Bk, T_ - j0, last - j0 + 1}), I::W);
       gemm<I, false>(m, nc, Dp, qi, Dp, 1, kth + j0 * Dp, Bk, s.data(), Bk);  // S = Q·Kᵀ

@@ -139,6 +139,36 @@ TEST(AttentionFused, EveryInstructionSetPathMatchesReference) {
   attention::set_fused_cpu_isa("auto");
 }
 
+// Logit gaps far beyond exp's float range (q scaled up, and ALiBi's steep heads: exp underflows
+// to 0) still match the float64 reference, and a NaN in one query stays NaN in its row only, on
+// every ISA path (the AVX-512 exp clamps and scales differently from the others).
+TEST(AttentionFused, ExtremeLogitsAndNaNOnEveryInstructionSetPath) {
+  const int64_t H = 2, T = 70, D = 16;
+  const auto method = attention::resolve_method(options("alibi", H, D, 12));
+  const auto mod = attention::score_mod(method, T);
+  const auto slopes = attention::alibi_slope_tensor(method);
+  torch::manual_seed(7);
+  const auto q = 30 * torch::randn({1, H, T, D}), k = torch::randn({1, H, T, D}),
+             v = torch::randn({1, H, T, D});
+  const auto expected = std::get<0>(attention::reference_attention_with_lse(q, k, v, method, {}));
+  for (const char* isa : {"avx512", "avx2", "generic"}) {
+    try {
+      attention::set_fused_cpu_isa(isa);
+    } catch (const std::invalid_argument&) {
+      continue;
+    }
+    torch::NoGradGuard no_grad;
+    const auto out = attention::fused_attention_cpu(q, k, v, mod, {}, slopes, {16, 16});
+    EXPECT_LT(max_rel(out, expected), 1e-4) << isa;
+    auto q_nan = q.clone();
+    q_nan[0][1][40][3] = std::nan("");
+    const auto out_nan = attention::fused_attention_cpu(q_nan, k, v, mod, {}, slopes, {16, 16});
+    EXPECT_TRUE(out_nan[0][1][40].isnan().all().item<bool>()) << isa;
+    EXPECT_EQ(out_nan.isnan().sum().item<int64_t>(), D) << isa << ": only row 40 of head 1";
+  }
+  attention::set_fused_cpu_isa("auto");
+}
+
 // ---- finite-difference gradient checks (float64) -----------------------------------------------
 
 // Central differences of f over every element of every input vs the analytic gradient.
