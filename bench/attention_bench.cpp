@@ -14,12 +14,16 @@
 // convention). The reference always computes in float64 (it is the oracle); it is skipped when its
 // estimated peak exceeds --budget-gb and its computed size is printed instead. Times: wall-clock
 // min and median over the reps, plus the process CPU time of the median rep (all threads), which
-// shows when other processes were competing for the cores.
+// shows when other processes were competing for the cores. Each child keeps freed memory for
+// reuse as `harness train` and `eval` do (harness/util/process_setup.h): with glibc's defaults
+// every call's multi-MiB outputs and operand copies were fresh pages, faulted in again each time
+// (at T = 8192, 13% of the fused forward: 122 → 106 ms).
 #include "attention/attention.h"
 #include "attention/fused_cpu.h"
 #include "attention/method.h"
 #include "attention/reference.h"
 #include "attention/score_mod.h"
+#include "harness/util/process_setup.h"
 
 #include <torch/torch.h>
 
@@ -87,6 +91,7 @@ Measurement in_child(const Maker& make, int64_t T, int threads, const std::strin
     close(fds[0]);
     Measurement m;
     try {
+      harness::keep_freed_memory_for_reuse();
       torch::set_num_threads(threads);
       attention::set_fused_cpu_isa(isa);
       make(std::min<int64_t>(T, 64))();
