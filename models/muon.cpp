@@ -71,8 +71,9 @@ void Muon::step(double lr_factor) {
   // On the CPU the matrices are updated concurrently, one per thread, each with single-threaded
   // BLAS (OpenBLAS and LibTorch run serially inside a parallel region): at d_model 128 a
   // Newton–Schulz GEMM is too small to split over threads well (bench_train_step, 2 threads: the
-  // optimiser step 11.3 → 7.2 ms). Costliest first, taken from a shared counter. A matrix's
-  // result does not depend on which thread computes it, nor on the thread count.
+  // optimiser step 11.3 → 7.2 ms). Costliest first, taken from a shared counter (as the fused
+  // attention kernel schedules its tasks). With BLAS serial inside the region, a matrix's result
+  // does not depend on which thread computes it, nor on the thread count.
   const bool cpu = !params_.empty() && params_.front().device().is_cpu();
   const int64_t workers = cpu ? std::min<int64_t>(at::get_num_threads(), params_.size()) : 1;
   if (workers <= 1) {
