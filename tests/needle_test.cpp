@@ -452,5 +452,17 @@ TEST(NeedleRun, FineTunesEvaluatesAndExports) {
   o.progress_bar = 0;
   EXPECT_EQ(harness::train::train(harness::config::load_run_config_text(needle, "t.yaml", "t"), o).state,
             results::RunState::kDone);
+  // Resuming it under a changed config is refused, naming both run ids (as a training run's).
+  std::string changed = needle;
+  changed.replace(changed.find("examples: 3"), 11, "examples: 4");
+  try {
+    harness::train::train(harness::config::load_run_config_text(changed, "t.yaml", "t"), o);
+    ADD_FAILURE() << "a needle run was resumed under another config";
+  } catch (const harness::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("the config changed since this run started (run id " +
+                                         r.config.at("hash") + " → "),
+              std::string::npos)
+        << e.what();
+  }
   EXPECT_THROW(analysis::parse_metric("needle/entropy"), harness::InputError);
 }

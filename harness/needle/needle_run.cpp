@@ -175,9 +175,7 @@ train::TrainOutcome run_needle(const config::LoadedConfig& loaded, const train::
   train::refuse_existing_run(paths, options);
   if (options.resume && fs::exists(paths.results)) {
     const auto record = results::read_run_file(paths.results);
-    if (!train::is_same_run(record, c))
-      throw InputError(fmt::format("{}: the config changed since this run started; start a new "
-                                   "run or restore the config", paths.dir));
+    train::require_same_run(record, c, paths.dir);
     if (record.state == results::RunState::kDone) {
       train::TrainOutcome done{record.state, record.reason, record.status_step, paths.dir, {}};
       return done;

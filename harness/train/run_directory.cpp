@@ -35,6 +35,16 @@ torch::Device pick_device(const config::LoadedConfig& loaded) {
   return torch::kCUDA;
 }
 
+void require_same_run(const results::RunRecord& record, const config::RunConfig& config,
+                      const std::string& dir) {
+  if (is_same_run(record, config)) return;
+  const auto recorded = record.config.find("hash");
+  throw InputError(fmt::format("{}: the config changed since this run started (run id {} → {}); "
+                               "start a new run or restore the config",
+                               dir, recorded == record.config.end() ? "none" : recorded->second,
+                               config::config_hash(config)));
+}
+
 int64_t use_run_threads(const config::RunConfig& config) {
   const int64_t threads = config.run.threads > 0
                               ? config.run.threads

@@ -6,6 +6,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <string>
 
 #include "harness/config/schema.h"
 #include "harness/train/trainer.h"
@@ -20,6 +21,11 @@ void refuse_existing_run(const results::RunPaths& paths, const TrainOptions& opt
 
 // run.device as a torch device; an InputError located at run.device when CUDA is not available.
 torch::Device pick_device(const config::LoadedConfig& loaded);
+
+// An InputError when the run recorded in `record` (at `dir`) has another run id than `config`:
+// resuming it would mix two configs in one run.h5.
+void require_same_run(const results::RunRecord& record, const config::RunConfig& config,
+                      const std::string& dir);
 
 // Sets torch's thread count to run.threads (0: every core) and returns it.
 int64_t use_run_threads(const config::RunConfig& config);

@@ -100,10 +100,7 @@ class TrainingSession {
     resuming_ = options_.resume && fs::exists(paths_.checkpoint) && fs::exists(paths_.results);
     if (resuming_) {
       record_ = results::read_run_file(paths_.results);
-      if (!is_same_run(record_, c_))
-        throw InputError(fmt::format("{}: the config changed since this run started (run id {} → "
-                                     "{}); start a new run or restore the config",
-                                     paths_.dir, record_.config["hash"], hash_));
+      require_same_run(record_, c_, paths_.dir);
       // A run written under the first id scheme carries today's id from now on.
       record_.config["hash"] = hash_;
       record_.config["canonical"] = config::canonical_text(c_, false);
