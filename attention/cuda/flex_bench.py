@@ -28,6 +28,7 @@ def main() -> int:
 
     try:
         import torch
+        import torch._dynamo
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     except ImportError as error:  # torch < 2.5 has no FlexAttention
         print(f"flex_bench: FlexAttention unavailable ({error}); needs torch >= 2.5", file=sys.stderr)
@@ -47,6 +48,11 @@ def main() -> int:
     def causal(batch, head, q_idx, kv_idx):
         return q_idx >= kv_idx
 
+    # 3 lengths x 2 dtypes x (no_grad, grad) can exceed dynamo's default of 8 recompiles, after
+    # which it would silently time eager flex_attention (which materialises the T x T scores).
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(64, getattr(torch._dynamo.config, name)))
     flex = torch.compile(flex_attention)
 
     def time_ms(body, warmup, iterations):
@@ -89,14 +95,20 @@ def main() -> int:
                 print(f"flex_bench: T={seq_len} {dtype_name} failed: {type(error).__name__}: {error}"[:500],
                       file=sys.stderr)
             rows.append((seq_len, dtype_name, forward_ms, forward_backward_ms))
+            write_csv(args.csv, rows)  # after every row: a run killed at its time limit keeps them
             sys.stdout.flush()
 
-    if args.csv:
-        with open(args.csv, "w") as csv:
-            csv.write("T,dtype,fwd_ms,fwd_bwd_ms\n")
-            for seq_len, dtype_name, forward_ms, forward_backward_ms in rows:
-                csv.write(f"{seq_len},{dtype_name},{forward_ms},{forward_backward_ms}\n")
+    write_csv(args.csv, rows)
     return 0
+
+
+def write_csv(path, rows):
+    if not path:
+        return
+    with open(path, "w") as csv:
+        csv.write("T,dtype,fwd_ms,fwd_bwd_ms\n")
+        for seq_len, dtype_name, forward_ms, forward_backward_ms in rows:
+            csv.write(f"{seq_len},{dtype_name},{forward_ms},{forward_backward_ms}\n")
 
 
 if __name__ == "__main__":
