@@ -254,6 +254,45 @@ AttentionStatsRecorder::AttentionStatsRecorder(int64_t queries, bool raw_scores)
   if (queries < 1) throw std::invalid_argument("AttentionStatsRecorder: queries must be >= 1");
 }
 
+void AttentionStatsRecorder::begin(int64_t T, int64_t H) {
+  const int64_t first = T - std::min(queries_, T);  // rows first … T − 1
+  layout_ = stats_layout(T, first + 1);
+  heads_.assign(size_t(H), StatsSums(layout_));
+}
+
+std::vector<double> AttentionStatsRecorder::flat_sums(int64_t T, int64_t H) {
+  if (heads_.empty()) begin(T, H);
+  std::vector<double> out;
+  for (const auto& h : heads_) {
+    out.push_back(double(h.rows));
+    out.push_back(h.entropy);
+    out.push_back(h.recent_mass);
+    for (const auto* v : {&h.band_mass, &h.band_entropy, &h.range_mass, &h.range_entropy})
+      out.insert(out.end(), v->begin(), v->end());
+    for (const auto* v : {&h.band_rows, &h.range_rows})
+      for (const int64_t n : *v) out.push_back(double(n));
+  }
+  return out;
+}
+
+void AttentionStatsRecorder::set_flat_sums(const std::vector<double>& flat) {
+  size_t i = 0;
+  const auto take = [&] {
+    if (i >= flat.size()) throw std::invalid_argument("AttentionStatsRecorder: flat sums too short");
+    return flat[i++];
+  };
+  for (auto& h : heads_) {
+    h.rows = int64_t(take());
+    h.entropy = take();
+    h.recent_mass = take();
+    for (auto* v : {&h.band_mass, &h.band_entropy, &h.range_mass, &h.range_entropy})
+      for (double& x : *v) x = take();
+    for (auto* v : {&h.band_rows, &h.range_rows})
+      for (int64_t& n : *v) n = int64_t(take());
+  }
+  if (i != flat.size()) throw std::invalid_argument("AttentionStatsRecorder: flat sums too long");
+}
+
 void AttentionStatsRecorder::add(const torch::Tensor& q, const torch::Tensor& k, const ScoreMod& mod_in,
                                  const torch::Tensor& head_scale, const torch::Tensor& alibi_slopes,
                                  double raw_scale) {
@@ -261,8 +300,7 @@ void AttentionStatsRecorder::add(const torch::Tensor& q, const torch::Tensor& k,
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2);
   const int64_t Q = std::min(queries_, T), first = T - Q;  // rows first … T − 1
   if (heads_.empty()) {
-    layout_ = stats_layout(T, first + 1);
-    heads_.assign(size_t(H), StatsSums(layout_));
+    begin(T, H);
   } else if (layout_.context != T || int64_t(heads_.size()) != H) {
     throw std::invalid_argument("AttentionStatsRecorder: every call must have the first call's T "
                                 "and H (T = " + std::to_string(layout_.context) + ", got " +

@@ -95,6 +95,12 @@ class AttentionStatsRecorder {
   void add(const torch::Tensor& q, const torch::Tensor& k, const ScoreMod& mod,
            const torch::Tensor& head_scale, const torch::Tensor& alibi_slopes, double raw_scale);
 
+  // Data-parallel evaluation sums these over the ranks: every StatsSums field of every head as
+  // one vector (counts as exact doubles), zeros of the layout at context T with H heads when this
+  // recorder saw no rows; set_flat_sums writes such a vector back.
+  std::vector<double> flat_sums(int64_t T, int64_t H);
+  void set_flat_sums(const std::vector<double>& flat);
+
   bool empty() const { return heads_.empty(); }
   const StatsLayout& layout() const { return layout_; }
   const std::vector<StatsSums>& heads() const { return heads_; }  // (H)
@@ -102,6 +108,8 @@ class AttentionStatsRecorder {
   int64_t queries() const { return queries_; }
 
  private:
+  void begin(int64_t T, int64_t H);  // the layout and zero sums of the first call
+
   int64_t queries_;
   bool raw_scores_;
   StatsLayout layout_;

@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <iostream>
 
+#include "harness/dist/launcher.h"
+#include "harness/train/trainer.h"
 #include "harness/util/errors.h"
 
 namespace harness::cli {
@@ -52,6 +56,15 @@ config::LoadedConfig load_config_with_overrides(const std::string& path,
   for (const auto& item : overrides) loaded.text += fmt::format("# --set {}\n", item);
   config::resolve_and_validate(loaded);
   return loaded;
+}
+
+int launch_ranks(const config::LoadedConfig& loaded, const std::vector<std::string>& rank_args, int nproc) {
+  if (const char* w = std::getenv("WORLD_SIZE"); w && *w)
+    throw InputError(fmt::format("--nproc {}: this process is already a rank of a group "
+                                 "(WORLD_SIZE={}); launch it without --nproc", nproc, w));
+  train::batch_shares(loaded, nproc, fmt::format("--nproc {}", nproc));
+  const auto grace = std::chrono::milliseconds(int64_t(loaded.config.run.dist_timeout * 1000) + 10000);
+  return dist::launch_local(rank_args, nproc, grace);
 }
 
 }  // namespace harness::cli

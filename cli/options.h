@@ -22,4 +22,8 @@ bool parse(const std::string& usage, const Args& args, po::options_description& 
 config::LoadedConfig load_config_with_overrides(const std::string& path,
                                                 const std::vector<std::string>& overrides);
 
+// `--nproc N`: checks what the ranks would refuse (a batch N does not divide) once, then runs this
+// executable with `rank_args` as N local ranks (harness/dist/launcher.h); returns its exit code.
+int launch_ranks(const config::LoadedConfig& loaded, const std::vector<std::string>& rank_args, int nproc);
+
 }  // namespace harness::cli

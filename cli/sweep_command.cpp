@@ -10,6 +10,7 @@
 #include "cli/options.h"
 #include "results/run_paths.h"
 #include "harness/util/errors.h"
+#include "harness/dist/world.h"
 #include "sweeps/plan.h"
 #include "sweeps/runner.h"
 #include "sweeps/slurm.h"
@@ -27,6 +28,7 @@ const char* kUsage =
     "       harness sweep table FILE [--csv PATH] [--mean-over-seeds]\n"
     "                                     final validation loss by run and context\n"
     "       harness sweep submit FILE --slurm [--partition P] [--time T] [--cpus-per-task C]\n"
+    "                                        [--nodes-per-run N --ntasks-per-node M]\n"
     "                            [--gpus-per-task G] [--max-parallel K] [--dry-run]\n"
     "                                     an sbatch job array, one task per run not done\n"
     "       harness sweep run-one FILE --index I [--threads M]\n"
@@ -66,7 +68,8 @@ int run(const Args& args) {
   int jobs = 1, threads = 0;
   options.add_options()
       ("jobs,j", po::value(&jobs)->default_value(1), "runs at a time (one worker process each)")
-      ("threads-per-job", po::value(&threads)->default_value(0), "CPU threads per run; 0: cores / jobs")
+      ("threads-per-job", po::value(&threads)->default_value(0), "CPU threads per run (per rank); 0: cores / (jobs × ranks)")
+      ("nproc-per-run", po::value<int>()->default_value(1), "data parallel: each run as N local ranks")
       ("retry-failed", "resume failed runs too (from their last checkpoint)")
       ("no-live", "event lines only, no live status table");
   po::variables_map vm;
@@ -80,6 +83,9 @@ int run(const Args& args) {
   sweeps::LocalRunOptions run_options;
   run_options.jobs = jobs;
   run_options.threads_per_job = threads;
+  run_options.nproc_per_run = vm["nproc-per-run"].as<int>();
+  if (run_options.nproc_per_run < 1)
+    throw InputError(fmt::format("--nproc-per-run: expected 1 or more, got {}", run_options.nproc_per_run));
   run_options.retry_failed = vm.count("retry-failed") > 0;
   if (vm.count("no-live")) run_options.live_display = 0;
   return sweeps::run_sweep(sweep, run_options);
@@ -92,13 +98,22 @@ int run_one(const Args& args) {
   options.add_options()
       ("index,i", po::value(&index)->required(), "run index (plan order, as `sweep plan` shows)")
       ("threads", po::value(&threads)->default_value(0), "CPU threads; 0: the config's run.threads")
-      ("retry-failed", "resume the run even if it failed before");
+      ("retry-failed", "resume the run even if it failed before")
+      ("nproc", po::value<int>()->default_value(1), "data parallel: hold the run's lock and train it as N local ranks")
+      ("no-lock", "the caller holds the run's lock (a --nproc launcher's ranks)");
   po::variables_map vm;
   std::string file;
   if (!parse_action("run-one", args, options, vm, file)) return kExitOk;
   if (index < 0) throw InputError(fmt::format("--index: expected 0 or more, got {}", index));
   const auto sweep = sweeps::load_sweep(file);
-  return sweeps::run_one(sweep, size_t(index), threads, vm.count("retry-failed") > 0);
+  sweeps::RunOneOptions o;
+  o.threads = threads;
+  o.retry_failed = vm.count("retry-failed") > 0;
+  o.nproc = vm["nproc"].as<int>();
+  o.take_lock = vm.count("no-lock") == 0;
+  if (o.nproc < 1) throw InputError(fmt::format("--nproc: expected 1 or more, got {}", o.nproc));
+  if (o.nproc == 1) o.world = dist::world_from_environment();
+  return sweeps::run_one(sweep, size_t(index), o);
 }
 
 int table(const Args& args) {
@@ -143,6 +158,9 @@ int submit(const Args& args) {
       ("cpus-per-task,c", po::value(&slurm.cpus_per_task)->default_value(1), "CPUs (= threads) per run")
       ("gpus-per-task", po::value(&slurm.gpus_per_task)->default_value(0), "GPUs per run")
       ("max-parallel", po::value(&slurm.max_parallel)->default_value(0), "at most K tasks at once (%K); 0: no limit")
+      ("nodes-per-run", po::value(&slurm.nodes_per_run)->default_value(1), "data parallel: nodes of each run")
+      ("ntasks-per-node", po::value(&slurm.ntasks_per_node)->default_value(1),
+       "data parallel: ranks per node (srun --kill-on-bad-exit; c10d rendezvous on the first node)")
       ("signal-seconds", po::value(&slurm.signal_seconds)->default_value(120),
        "checkpoint and requeue this long before the time limit")
       ("sbatch", po::value(&slurm.sbatch_args)->composing(), "an extra #SBATCH option, e.g. --sbatch=--account=abc (repeatable)")
@@ -153,6 +171,8 @@ int submit(const Args& args) {
   if (!parse_action("submit", args, options, vm, file)) return kExitOk;
   if (!vm.count("slurm")) throw InputError("sweep submit: pass --slurm (the only scheduler supported)");
   if (slurm.cpus_per_task < 1) throw InputError("--cpus-per-task: expected at least 1");
+  if (slurm.nodes_per_run < 1 || slurm.ntasks_per_node < 1)
+    throw InputError("--nodes-per-run and --ntasks-per-node: expected at least 1");
   if (slurm.gpus_per_task < 0 || slurm.max_parallel < 0 || slurm.signal_seconds < 1)
     throw InputError("--gpus-per-task and --max-parallel: expected 0 or more; --signal-seconds: at least 1");
   slurm.retry_failed = vm.count("retry-failed") > 0;

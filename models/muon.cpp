@@ -56,43 +56,108 @@ Muon::Muon(std::vector<torch::Tensor> params, MuonOptions options)
   }
 }
 
-void Muon::step(double lr_factor) {
-  const double lr = options_.lr * lr_factor;
-  const auto update = [&](size_t i) {
-    torch::NoGradGuard ng;  // thread-local: set in each worker
-    auto& p = params_[i];
-    const auto& g = p.grad();
-    if (!g.defined()) return;
-    auto u = newton_schulz5(muon_momentum(g, buffers_[i], options_.momentum, options_.nesterov),
-                            options_.ns_steps);
-    if (options_.weight_decay != 0) p.mul_(1.0 - lr * options_.weight_decay);
-    p.add_(u, -lr * muon_shape_scale(p.size(0), p.size(1)));
+namespace {
+
+// The rank that orthogonalises each matrix: costliest first, each to the least-loaded rank
+// (ties: the lowest rank), so every rank computes the same assignment.
+std::vector<int> assign_owners(const std::vector<torch::Tensor>& params, int world) {
+  std::vector<int> owner(params.size(), 0);
+  if (world <= 1) return owner;
+  const auto cost = [&](size_t i) {  // Newton–Schulz FLOPs ∝ min(r, c)²·max(r, c)
+    const int64_t r = params[i].size(0), c = params[i].size(1);
+    return std::min(r, c) * std::min(r, c) * std::max(r, c);
   };
-  // On the CPU the matrices are updated concurrently, one per thread, each with single-threaded
-  // BLAS (OpenBLAS and LibTorch run serially inside a parallel region): at d_model 128 a
-  // Newton–Schulz GEMM is too small to split over threads well (bench_train_step, 2 threads: the
-  // optimiser step 11.3 → 7.2 ms). Costliest first, taken from a shared counter (as the fused
-  // attention kernel schedules its tasks). With BLAS serial inside the region, a matrix's result
-  // does not depend on which thread computes it, nor on the thread count.
+  std::vector<size_t> order(params.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost(a) > cost(b); });
+  std::vector<int64_t> load(static_cast<size_t>(world), 0);
+  for (const size_t i : order) {
+    const auto least = std::min_element(load.begin(), load.end()) - load.begin();
+    owner[i] = static_cast<int>(least);
+    load[static_cast<size_t>(least)] += cost(i);
+  }
+  return owner;
+}
+
+}  // namespace
+
+void Muon::step(double lr_factor, Collectives* group) {
+  torch::NoGradGuard ng;
+  const double lr = options_.lr * lr_factor;
+  const int world = group ? group->world_size() : 1;
+  const int rank = group ? group->rank() : 0;
+  const std::vector<int> owner = assign_owners(params_, world);
+  // The momentum of every matrix on every rank (cheap, and it keeps the buffers a checkpoint
+  // holds identical everywhere); the Newton–Schulz of a matrix only on its owner.
+  std::vector<torch::Tensor> updates(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& g = params_[i].grad();
+    if (g.defined()) updates[i] = muon_momentum(g, buffers_[i], options_.momentum, options_.nesterov);
+  }
+  std::vector<size_t> mine;  // costliest first
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (updates[i].defined() && owner[i] == rank) mine.push_back(i);
+  const auto cost = [&](size_t i) {
+    const int64_t r = params_[i].size(0), c = params_[i].size(1);
+    return std::min(r, c) * std::min(r, c) * std::max(r, c);
+  };
+  std::stable_sort(mine.begin(), mine.end(), [&](size_t a, size_t b) { return cost(a) > cost(b); });
+  const auto orthogonalise = [&](size_t i) {
+    torch::NoGradGuard guard;  // thread-local: set in each worker
+    updates[i] = newton_schulz5(updates[i], options_.ns_steps);
+  };
+  // On the CPU the matrices are orthogonalised concurrently, one per thread, each with
+  // single-threaded BLAS (OpenBLAS and LibTorch run serially inside a parallel region): at
+  // d_model 128 a Newton–Schulz GEMM is too small to split over threads well (bench_train_step,
+  // 2 threads: the optimiser step 11.3 → 7.2 ms). Costliest first, taken from a shared counter
+  // (as the fused attention kernel schedules its tasks). With BLAS serial inside the region, a
+  // matrix's result does not depend on which thread computes it, nor on the thread count.
   const bool cpu = !params_.empty() && params_.front().device().is_cpu();
-  const int64_t workers = cpu ? std::min<int64_t>(at::get_num_threads(), params_.size()) : 1;
+  const int64_t workers = cpu ? std::min<int64_t>(at::get_num_threads(), mine.size()) : 1;
   if (workers <= 1) {
-    for (size_t i = 0; i < params_.size(); ++i) update(i);
+    for (const size_t i : mine) orthogonalise(i);
   } else {
-    std::vector<size_t> order(params_.size());
-    std::iota(order.begin(), order.end(), size_t(0));
-    const auto cost = [&](size_t i) {  // Newton–Schulz FLOPs ∝ min(r, c)²·max(r, c)
-      const int64_t r = params_[i].size(0), c = params_[i].size(1);
-      return std::min(r, c) * std::min(r, c) * std::max(r, c);
-    };
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return cost(a) > cost(b); });
     std::atomic<size_t> next{0};
     at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
-      for (size_t n = next++; n < order.size(); n = next++) update(order[n]);
+      for (size_t n = next++; n < mine.size(); n = next++) orthogonalise(mine[n]);
     });
   }
+  if (world > 1) exchange_updates(updates, owner, *group);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!updates[i].defined()) continue;
+    auto& p = params_[i];
+    if (options_.weight_decay != 0) p.mul_(1.0 - lr * options_.weight_decay);
+    p.add_(updates[i], -lr * muon_shape_scale(p.size(0), p.size(1)));
+  }
   ++steps_;
+}
+
+// modded-nanogpt's distributed Muon: each rank orthogonalised its own matrices; one all-gather
+// of a flat buffer per rank (padded to the largest share) gives every rank every update.
+void Muon::exchange_updates(std::vector<torch::Tensor>& updates, const std::vector<int>& owner,
+                            Collectives& group) const {
+  const int world = group.world_size();
+  std::vector<int64_t> share(static_cast<size_t>(world), 0);
+  for (size_t i = 0; i < updates.size(); ++i)
+    if (updates[i].defined()) share[static_cast<size_t>(owner[i])] += updates[i].numel();
+  const int64_t width = *std::max_element(share.begin(), share.end());
+  if (width == 0) return;
+  auto mine = torch::zeros({width}, params_.front().options());
+  int64_t offset = 0;
+  for (size_t i = 0; i < updates.size(); ++i) {
+    if (!updates[i].defined() || owner[i] != group.rank()) continue;
+    mine.slice(0, offset, offset + updates[i].numel()).copy_(updates[i].reshape({-1}));
+    offset += updates[i].numel();
+  }
+  const std::vector<torch::Tensor> gathered = group.all_gather(mine);
+  std::vector<int64_t> read(static_cast<size_t>(world), 0);
+  for (size_t i = 0; i < updates.size(); ++i) {
+    if (!updates[i].defined()) continue;
+    const auto r = static_cast<size_t>(owner[i]);
+    const int64_t n = updates[i].numel();
+    updates[i] = gathered[r].slice(0, read[r], read[r] + n).view(params_[i].sizes());
+    read[r] += n;
+  }
 }
 
 void Muon::zero_grad() {

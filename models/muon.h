@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "models/collectives.h"
+
 namespace models {
 
 // Quintic coefficients of modded-nanogpt's zeropower_via_newtonschulz5: they push every singular
@@ -44,11 +46,14 @@ struct MuonOptions {
 // One Muon parameter group. Step: for each 2-D parameter p with gradient g,
 //   u = newton_schulz5(muon_momentum(g, buf, momentum, nesterov))
 //   p ← p·(1 − lr_eff·wd) − lr_eff·muon_shape_scale(rows, cols)·u,   lr_eff = lr·lr_factor
+// Data-parallel (a `group` of W ranks, gradients already averaged): every rank keeps every
+// momentum buffer, each orthogonalises its share of the matrices (costliest first, to the
+// least-loaded rank) and one all-gather hands every rank every update, as modded-nanogpt does.
 class Muon {
  public:
   Muon(std::vector<torch::Tensor> params, MuonOptions options);
 
-  void step(double lr_factor = 1.0);
+  void step(double lr_factor = 1.0, Collectives* group = nullptr);
   void zero_grad();
 
   // State (momentum buffers, step count) under keys "<prefix>_<i>_momentum", "<prefix>_steps".
@@ -62,6 +67,9 @@ class Muon {
   int64_t steps() const { return steps_; }
 
  private:
+  void exchange_updates(std::vector<torch::Tensor>& updates, const std::vector<int>& owner,
+                        Collectives& group) const;
+
   std::vector<torch::Tensor> params_;
   std::vector<torch::Tensor> buffers_;
   MuonOptions options_;

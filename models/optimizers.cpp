@@ -214,7 +214,7 @@ const std::vector<std::string>& Optimizers::group_names(ParamGroup g) const {
 }
 
 void Optimizers::step() {
-  if (muon_) muon_->step(lr_factor_);
+  if (muon_) muon_->step(lr_factor_, group_);
   for (auto& a : adam_)
     if (a) a->step(lr_factor_);
   ++steps_;

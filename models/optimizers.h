@@ -78,6 +78,10 @@ class Optimizers {
   void step();
   void zero_grad();  // sets every gradient to none (undefined), as PyTorch's set_to_none=True
 
+  // Data-parallel: the gradients are averaged over `group` before step(), which then shares
+  // Muon's orthogonalisation among the ranks (muon.h); nullptr (the default): one process.
+  void set_collectives(Collectives* group) { group_ = group; }
+
   // Multiplies every group's base lr (the schedule's factor); applies from the next step().
   void set_lr_factor(double f);
   double lr_factor() const { return lr_factor_; }
@@ -100,6 +104,7 @@ class Optimizers {
   int64_t steps_ = 0;
   std::array<std::vector<torch::Tensor>, kNumParamGroups> groups_;
   std::array<std::vector<std::string>, kNumParamGroups> names_;
+  Collectives* group_ = nullptr;
   std::unique_ptr<Muon> muon_;                         // hidden group under "muon"
   std::array<std::unique_ptr<Adam>, kNumParamGroups> adam_;  // the other groups (all under "adamw")
 };

@@ -93,6 +93,7 @@ void publish(const RunRecord& r, const std::string& path) {
     Handle config = h5::create_group(file, "config");
     for (const auto& [key, value] : r.config) h5::write_string_attr(config, key, value);
     h5::write_int_attr(config, "threads", r.threads);
+    for (const auto& [key, value] : r.config_ints) h5::write_int_attr(config, key, value);
 
     Handle status = h5::create_group(file, "status");
     h5::write_string_attr(status, "state", to_string(r.state));
@@ -145,8 +146,10 @@ RunRecord read_run_file(const std::string& path) {
   for (const auto& name : h5::attribute_names(config)) {
     if (name == "threads")
       r.threads = h5::read_int_attr(config, name);
-    else
+    else if (h5::attr_is_string(config, name))
       r.config[name] = h5::read_string_attr(config, name);
+    else
+      r.config_ints[name] = h5::read_int_attr(config, name);
   }
   Handle status = h5::open_group(file, "status");
   r.state = run_state_from_string(h5::read_string_attr(status, "state"));

@@ -3,7 +3,8 @@
 // Layout (plain datasets, readable with h5py without this code):
 //   /                 attrs: format_version
 //   /config           attrs: yaml (as written), canonical (resolved keys), hash, git_revision,
-//                            libtorch_version, blas, threads, device, name
+//                            libtorch_version, blas, threads, device, name; integers world_size,
+//                            micro_batch_size, threads_resumed_with (data parallel: how it ran)
 //   /status           attrs: state (running | done | failed | interrupted), reason, step
 //   /train/{step, tokens, loss, lr, grad_norm, seconds}            (N,)  one row per step
 //   /eval/<T>/{step, loss}                                          (E,)  T = context in tokens
@@ -50,6 +51,8 @@ RunState run_state_from_string(const std::string& s);  // throws std::invalid_ar
 
 struct RunRecord {
   std::map<std::string, std::string> config;  // /config string attributes
+  std::map<std::string, int64_t> config_ints;  // /config integer attributes besides threads
+                                               // (world_size, micro_batch_size, threads_resumed_with)
   int64_t threads = 0;
   TrainRows train;
   std::map<int64_t, EvalRows> eval;            // by context length T

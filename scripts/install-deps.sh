@@ -21,6 +21,7 @@ done
 packages=(
   build-essential cmake pkg-config git ca-certificates
   libtorch-dev libopenblas0-openmp            # LibTorch; OpenMP OpenBLAS (reference BLAS is ~50x slower)
+  libgloo-dev                                 # the headers of c10d's Gloo backend (data parallel)
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-program-options-dev
   libhdf5-dev hdf5-tools python3-h5py         # results files, h5dump, and h5py for readers/tests
   libsentencepiece-dev                        # BPE tokenizer

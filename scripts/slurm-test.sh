@@ -182,4 +182,46 @@ if [ $signalled = 1 ]; then
 else
   echo "note: task 0 finished before it could be signalled; requeue path not exercised"
 fi
-echo "PASSED: slurm job array $JOB ran both runs to done"
+echo "job array $JOB ran both runs to done"
+
+# Data parallel under Slurm: one run as 2 srun tasks (each reads SLURM_PROCID), then a sweep whose
+# array task is 2 ranks (--ntasks-per-node 2: the script exports MASTER_ADDR/PORT and launches
+# them with srun --kill-on-bad-exit).
+cat > dp.yaml <<YAML
+data: {corpus: $FIXTURE}
+model: {layers: 1, d_model: 32, heads: 2}
+train: {context: 16, batch_size: 4, steps: 20}
+eval: {contexts: [L], windows: 4}
+run: {threads: 1, dist_timeout: 30}
+YAML
+DP_PORT=$((PORT + 2))
+while ! port_free "$DP_PORT"; do DP_PORT=$((DP_PORT + 1)); done
+timeout 120 srun --ntasks=2 --kill-on-bad-exit=1 --export=ALL,MASTER_ADDR=127.0.0.1,MASTER_PORT=$DP_PORT \
+  "$HARNESS" train --config dp.yaml --run-dir "$WORK/dp-run" --no-progress >"$WORK/dp.out" 2>&1 \
+  || { cat "$WORK/dp.out"; fail "srun --ntasks=2 harness train"; }
+grep -q "data parallel: 2 ranks over gloo (Slurm variables)" "$WORK/dp-run/train.log" \
+  || { cat "$WORK/dp.out" "$WORK/dp-run/train.log"; fail "the srun run did not train as 2 ranks"; }
+echo "srun --ntasks=2: one run trained as 2 ranks"
+
+cat > dp-sweep.yaml <<YAML
+name: dp-sweep
+base:
+  data: {corpus: $FIXTURE}
+  model: {layers: 1, d_model: 32, heads: 2}
+  train: {context: 16, batch_size: 4, steps: 20}
+  eval: {contexts: [L], windows: 4}
+  run: {out_dir: $WORK/results, dist_timeout: 30}
+runs:
+  - {train.seed: 0}
+YAML
+out=$("$HARNESS" sweep submit dp-sweep.yaml --slurm --partition debug --time 00:05:00 --cpus-per-task 1 \
+      --nodes-per-run 1 --ntasks-per-node 2 2>&1) || fail "sweep submit --ntasks-per-node 2: $out"
+DP_JOB=$(echo "$out" | sed -n 's/^submitted job array \([0-9]*\).*/\1/p')
+[ -n "$DP_JOB" ] || fail "no job id in: $out"
+deadline=$((SECONDS + TIMEOUT_S))
+while [ $SECONDS -lt $deadline ] && [ -n "$(squeue -h -j "$DP_JOB" 2>/dev/null)" ]; do sleep 0.2; done
+status=$("$HARNESS" sweep status dp-sweep.yaml) || fail "sweep status dp-sweep"
+for f in "$WORK"/results/dp-sweep/slurm/"${DP_JOB}"_*.out; do echo "--- $f"; cat "$f"; done
+echo "$status" | grep -q "^1 of 1 runs done" || { echo "$status"; fail "the 2-rank sweep run is not done"; }
+grep -q "data parallel: 2 ranks" "$WORK"/results/dp-sweep/*/train.log || fail "the sweep run did not train as 2 ranks"
+echo "PASSED: slurm job array $JOB ran both runs to done; 2-rank runs through srun and sweep submit"

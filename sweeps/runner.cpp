@@ -23,6 +23,7 @@
 
 #include "harness/config/engine_options.h"
 #include "harness/data/dataset.h"
+#include "harness/dist/launcher.h"
 #include "harness/train/trainer.h"
 #include "harness/util/errors.h"
 #include "harness/util/interrupt.h"
@@ -127,7 +128,7 @@ int available_cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-int run_one(const Sweep& sweep, size_t index, int threads, bool retry_failed) {
+int run_one(const Sweep& sweep, size_t index, const RunOneOptions& o) {
   if (index >= sweep.runs.size())
     throw InputError(fmt::format("--index {}: sweep {} has {} runs (indices 0 to {})", index,
                                  sweep.path, sweep.runs.size(), sweep.runs.size() - 1));
@@ -135,8 +136,10 @@ int run_one(const Sweep& sweep, size_t index, int threads, bool retry_failed) {
   const PlannedRun& run = sweep.runs[index];
   const std::string what = fmt::format("run {} (#{} of sweep {}: {})", run.id, index, sweep.name,
                                        varying_settings(sweep, index));
+  // Data parallel: the lock is rank 0's (or the launcher's, which passes take_lock = false).
+  const bool report = o.world.rank == 0;
   RunLock lock;
-  if (!lock.try_acquire(run.run_dir)) {
+  if (o.take_lock && o.world.rank == 0 && !lock.try_acquire(run.run_dir)) {
     std::string holder;
     run_lock_held(run.run_dir, &holder);
     fmt::print(stderr, "[{}] {} is running elsewhere (lock held by {}); skipping it\n", clock_time(),
@@ -145,27 +148,42 @@ int run_one(const Sweep& sweep, size_t index, int threads, bool retry_failed) {
   }
   const RunStatus status = inspect_run(run, /*ignore_lock=*/true);
   if (status.state == RunState::kDone) {
-    fmt::print(stderr, "[{}] {} is already done\n", clock_time(), what);
+    if (report) fmt::print(stderr, "[{}] {} is already done\n", clock_time(), what);
     return kExitOk;
   }
-  if (status.state == RunState::kFailed && !retry_failed) {
-    fmt::print(stderr, "[{}] {} failed earlier ({}); pass --retry-failed to resume it\n",
-               clock_time(), what, status.reason);
+  if (status.state == RunState::kFailed && !o.retry_failed) {
+    if (report)
+      fmt::print(stderr, "[{}] {} failed earlier ({}); pass --retry-failed to resume it\n",
+                 clock_time(), what, status.reason);
     return kExitFailure;
   }
   const bool resuming = fs::exists(results::RunPaths(run.run_dir).checkpoint);
   config::LoadedConfig loaded = run.loaded;
-  if (threads > 0) loaded.config.run.threads = threads;
-  fmt::print(stderr, "[{}] {} {} in {} ({} thread{}, pid {})\n", clock_time(),
-             resuming ? "resuming" : "starting", what, run.run_dir, loaded.config.run.threads,
-             loaded.config.run.threads == 1 ? "" : "s", ::getpid());
+  if (o.threads > 0) loaded.config.run.threads = o.threads;
+  if (report)
+    fmt::print(stderr, "[{}] {} {} in {} ({}{} thread{}, pid {})\n", clock_time(),
+               resuming ? "resuming" : "starting", what, run.run_dir,
+               o.nproc > 1 ? fmt::format("{} ranks × ", o.nproc) : o.world.distributed() ? fmt::format("{} ranks × ", o.world.size) : "",
+               loaded.config.run.threads, loaded.config.run.threads == 1 ? "" : "s", ::getpid());
+  if (o.nproc > 1) {  // this process holds the lock; its ranks train
+    train::batch_shares(loaded, o.nproc, fmt::format("--nproc-per-run {}", o.nproc));
+    std::vector<std::string> args = {"sweep", "run-one", sweep.path, "--index", std::to_string(index),
+                                     "--threads", std::to_string(loaded.config.run.threads), "--no-lock"};
+    if (o.retry_failed) args.push_back("--retry-failed");
+    const int code = dist::launch_local(
+        args, o.nproc, std::chrono::milliseconds(int64_t(loaded.config.run.dist_timeout * 1000) + 10000));
+    fmt::print(stderr, "[{}] run {}: {} ranks exited {}\n", clock_time(), run.id, o.nproc, code);
+    return code;
+  }
   train::TrainOptions options;
   options.run_dir = run.run_dir;
   options.resume = true;
+  options.world = o.world;
   const train::TrainOutcome outcome = train::train(loaded, options);
-  fmt::print(stderr, "[{}] run {} {} at step {}{}\n", clock_time(), run.id,
-             results::to_string(outcome.state), outcome.step,
-             outcome.reason.empty() ? "" : ": " + outcome.reason);
+  if (report)
+    fmt::print(stderr, "[{}] run {} {} at step {}{}\n", clock_time(), run.id,
+               results::to_string(outcome.state), outcome.step,
+               outcome.reason.empty() ? "" : ": " + outcome.reason);
   switch (outcome.state) {
     case results::RunState::kDone: return kExitOk;
     case results::RunState::kInterrupted: return kExitInterrupted;
@@ -175,8 +193,9 @@ int run_one(const Sweep& sweep, size_t index, int threads, bool retry_failed) {
 
 int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
   const int jobs = std::max(1, options.jobs);
+  const int ranks = std::max(1, options.nproc_per_run);
   const int threads = options.threads_per_job > 0 ? options.threads_per_job
-                                                  : std::max(1, available_cores() / jobs);
+                                                  : std::max(1, available_cores() / (jobs * ranks));
   const auto statuses = inspect_runs(sweep);
   check_corpora(sweep, statuses);
   write_sweep_record(sweep);
@@ -197,10 +216,11 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
   }
   const bool live = options.live_display < 0 ? ::isatty(STDOUT_FILENO) == 1 : options.live_display == 1;
   LiveTable table(live);
-  std::string intro = fmt::format("sweep {}: {} runs, {} done, {} to run ({} at a time, {} thread{} "
+  std::string intro = fmt::format("sweep {}: {} runs, {} done, {} to run ({} at a time, {}{} thread{} "
                                   "each) → {}/",
                                   sweep.name, sweep.runs.size(), done_before.size(), queue.size(),
-                                  jobs, threads, threads == 1 ? "" : "s", sweep.sweep_dir);
+                                  jobs, ranks > 1 ? fmt::format("{} ranks × ", ranks) : "", threads,
+                                  threads == 1 ? "" : "s", sweep.sweep_dir);
   if (!elsewhere.empty()) intro += fmt::format("; {} running elsewhere", elsewhere.size());
   if (!failed_skipped.empty())
     intro += fmt::format("; {} failed earlier (skipped; --retry-failed resumes them)", failed_skipped.size());
@@ -231,6 +251,7 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
     std::vector<std::string> args = {options.executable, "sweep", "run-one", sweep.path,
                                      "--index", index, "--threads", threads_arg};
     if (options.retry_failed) args.push_back("--retry-failed");
+    if (ranks > 1) args.insert(args.end(), {"--nproc", std::to_string(ranks)});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <string>
 
+#include "harness/dist/world.h"
 #include "sweeps/sweep_file.h"
 
 namespace harness::sweeps {
@@ -17,7 +18,8 @@ constexpr int kExitRunLocked = 75;
 
 struct LocalRunOptions {
   int jobs = 1;                 // runs at a time
-  int threads_per_job = 0;      // 0: available cores / jobs
+  int threads_per_job = 0;      // 0: available cores / (jobs · nproc_per_run), per rank
+  int nproc_per_run = 1;        // data-parallel ranks of each run
   bool retry_failed = false;    // resume failed runs too
   int live_display = -1;        // 1 on, 0 off, -1 when stdout is a terminal
   std::string executable = "/proc/self/exe";  // the harness binary the workers run
@@ -31,8 +33,17 @@ int available_cores();
 // workers, which checkpoint before this returns).
 int run_sweep(const Sweep& sweep, const LocalRunOptions& options);
 
+struct RunOneOptions {
+  int threads = 0;            // 0: the config's run.threads
+  bool retry_failed = false;
+  int nproc = 1;              // > 1: hold the lock and launch this many local ranks
+  bool take_lock = true;      // false: the caller (a launcher) holds the run's lock
+  dist::World world;          // this process's rank when it is one (srun, a launcher's child)
+};
+
 // Trains run `index` in this process under its lock (what workers and Slurm tasks execute):
 // 0 done (or already done), 1 failed, 130 interrupted, kExitRunLocked when locked elsewhere.
-int run_one(const Sweep& sweep, size_t index, int threads, bool retry_failed);
+// Data parallel: rank 0 takes the lock; every rank reads the run's state and skips a done run.
+int run_one(const Sweep& sweep, size_t index, const RunOneOptions& options);
 
 }  // namespace harness::sweeps

@@ -62,6 +62,10 @@ std::string slurm_script(const Sweep& sweep, const std::vector<size_t>& run_indi
   if (!options.partition.empty()) s += fmt::format("#SBATCH --partition={}\n", options.partition);
   if (!options.time.empty()) s += fmt::format("#SBATCH --time={}\n", options.time);
   if (options.gpus_per_task > 0) s += fmt::format("#SBATCH --gpus-per-task={}\n", options.gpus_per_task);
+  const int ranks = options.nodes_per_run * options.ntasks_per_node;
+  if (ranks > 1)
+    s += fmt::format("#SBATCH --nodes={}\n#SBATCH --ntasks-per-node={}\n", options.nodes_per_run,
+                     options.ntasks_per_node);
   for (const auto& extra : options.sbatch_args) s += fmt::format("#SBATCH {}\n", extra);
   s += "\n# Array task k runs run RUN_INDICES[k]:\n";
   for (size_t k = 0; k < run_indices.size(); ++k)
@@ -70,7 +74,18 @@ std::string slurm_script(const Sweep& sweep, const std::vector<size_t>& run_indi
   s += fmt::format("RUN_INDICES=({})\n", fmt::join(run_indices, " "));
   s += fmt::format("HARNESS={}\n", shell_quoted(executable));
   s += fmt::format("SWEEP={}\n", shell_quoted(sweep_file.string()));
-  s += fmt::format("RETRY_FAILED={}\n\n", options.retry_failed ? "--retry-failed" : "");
+  s += fmt::format("RETRY_FAILED={}\n", options.retry_failed ? "--retry-failed" : "");
+  if (ranks > 1) {
+    s += fmt::format(
+        "# Data parallel: {} ranks ({} node(s) x {}) meet on the first node of the job (c10d TCPStore,\n"
+        "# port from the job id); srun ends every rank when one fails. Each rank reads SLURM_PROCID.\n"
+        "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
+        "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n"
+        "LAUNCH=\"srun --kill-on-bad-exit=1 --ntasks={} --ntasks-per-node={}\"\n\n",
+        ranks, options.nodes_per_run, options.ntasks_per_node, ranks, options.ntasks_per_node);
+  } else {
+    s += "LAUNCH=\n\n";
+  }
   s += R"(run_index=${RUN_INDICES[$SLURM_ARRAY_TASK_ID]}
 echo "[$(date +%T)] array task ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID} (job $SLURM_JOB_ID, restart ${SLURM_RESTART_COUNT:-0}) on $(hostname): run #$run_index"
 
@@ -81,7 +96,7 @@ child=
 forward() { [ -n "$child" ] && kill -TERM "$child" 2>/dev/null; }
 trap 'requeue=1; forward' USR1
 trap 'forward' TERM INT
-"$HARNESS" sweep run-one "$SWEEP" --index "$run_index" --threads "${SLURM_CPUS_PER_TASK:-1}" $RETRY_FAILED &
+$LAUNCH "$HARNESS" sweep run-one "$SWEEP" --index "$run_index" --threads "${SLURM_CPUS_PER_TASK:-1}" $RETRY_FAILED &
 child=$!
 # `wait` returns early when a trapped signal arrives: wait until the harness has really exited.
 while true; do

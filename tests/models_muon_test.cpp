@@ -3,7 +3,13 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
 
+#include "models/collectives.h"
 #include "models/muon.h"
 
 namespace {
@@ -152,4 +158,104 @@ TEST(MuonStep, MatricesSpreadOverThreadsEachGetTheirOwnUpdate) {
 TEST(MuonStep, RejectsNonMatrixParameters) {
   EXPECT_THROW(models::Muon({torch::zeros({3}, torch::requires_grad())}, {}),
                std::invalid_argument);
+}
+
+namespace {
+
+// W ranks in threads of one process: all_gather through shared memory (what c10d does over the
+// network), enough for Muon's exchange.
+class ThreadGroup final : public models::Collectives {
+ public:
+  struct Shared {
+    std::mutex m;
+    std::condition_variable cv;
+    int world = 0, arrived = 0, generation = 0;
+    std::vector<torch::Tensor> slots, result;
+  };
+  ThreadGroup(Shared& shared, int rank) : s_(shared), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return s_.world; }
+  void all_reduce_sum(std::vector<torch::Tensor>&) override { throw std::logic_error("unused"); }
+  void broadcast(std::vector<torch::Tensor>&, int) override { throw std::logic_error("unused"); }
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& mine) override {
+    std::unique_lock<std::mutex> lock(s_.m);
+    s_.slots[size_t(rank_)] = mine.clone();
+    const int generation = s_.generation;
+    if (++s_.arrived == s_.world) {
+      s_.result = s_.slots;
+      s_.arrived = 0;
+      ++s_.generation;
+      s_.cv.notify_all();
+    } else {
+      s_.cv.wait(lock, [&] { return s_.generation != generation; });
+    }
+    ++gathers;
+    return s_.result;
+  }
+  int gathers = 0;
+
+ private:
+  Shared& s_;
+  int rank_;
+};
+
+}  // namespace
+
+// Data parallel: each of W ranks orthogonalises its share and all-gathers the rest; every rank
+// must end with the single process's parameters and momentum, bit for bit up to BLAS rounding.
+TEST(MuonStep, ShardedOverRanksEqualsOneProcess) {
+  torch::manual_seed(11);
+  std::vector<torch::Tensor> params0, grads;
+  for (const auto& [r, c] : std::vector<std::pair<int, int>>{{32, 64}, {64, 32}, {32, 32}, {96, 32}, {16, 48}}) {
+    params0.push_back(torch::randn({r, c}));
+    grads.push_back(torch::randn({r, c}));
+  }
+  const auto copy = [&] {
+    std::vector<torch::Tensor> p;
+    for (size_t i = 0; i < params0.size(); ++i) {
+      p.push_back(params0[i].clone().requires_grad_(true));
+      p.back().mutable_grad() = grads[i].clone();
+    }
+    return p;
+  };
+  const int old_threads = torch::get_num_threads();
+  torch::set_num_threads(1);
+  models::MuonOptions o;
+  o.weight_decay = 0.01;
+  auto single = copy();
+  models::Muon reference(single, o);
+  reference.step(0.5);
+  reference.step(0.5);  // twice: the momentum carries over
+
+  for (const int world : {2, 3}) {
+    ThreadGroup::Shared shared;
+    shared.world = world;
+    shared.slots.resize(size_t(world));
+    std::vector<std::vector<torch::Tensor>> params(static_cast<size_t>(world));
+    std::vector<std::unique_ptr<models::Muon>> muons;
+    std::vector<std::unique_ptr<ThreadGroup>> groups;
+    for (int r = 0; r < world; ++r) {
+      params[size_t(r)] = copy();
+      muons.push_back(std::make_unique<models::Muon>(params[size_t(r)], o));
+      groups.push_back(std::make_unique<ThreadGroup>(shared, r));
+    }
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; ++r)
+      threads.emplace_back([&, r] {
+        torch::set_num_threads(1);
+        muons[size_t(r)]->step(0.5, groups[size_t(r)].get());
+        muons[size_t(r)]->step(0.5, groups[size_t(r)].get());
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(groups[size_t(r)]->gathers, 2);
+      for (size_t i = 0; i < single.size(); ++i) {
+        EXPECT_TRUE(torch::equal(params[size_t(r)][i], params[0][i])) << "rank " << r << " matrix " << i;
+        EXPECT_TRUE(torch::allclose(params[size_t(r)][i], single[i], 1e-6, 1e-7))
+            << "world " << world << " rank " << r << " matrix " << i;
+        EXPECT_TRUE(torch::allclose(muons[size_t(r)]->momentum_buffers()[i], reference.momentum_buffers()[i], 1e-6, 1e-7));
+      }
+    }
+  }
+  torch::set_num_threads(old_threads);
 }

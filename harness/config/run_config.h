@@ -58,6 +58,8 @@ struct RunConfig {
     int64_t context = 64;          // L
     int64_t batch_size = 32;       // sequences per optimiser step (split by grad_accum)
     int64_t grad_accum = 1;        // micro-batches per step
+    int64_t micro_batch_size = 0;  // sequences per forward/backward on a rank; 0: batch_size /
+                                   // grad_accum, at most the rank's share (not in the run id)
     int64_t steps = 300;
     uint64_t seed = 0;
     double grad_clip = 0.0;        // 0: off
@@ -101,6 +103,7 @@ struct RunConfig {
     int64_t log_every = 10;
     int64_t checkpoint_every = 100; // 0: only at the end
     std::string device = "cpu";     // cpu | cuda
+    double dist_timeout = 60.0;     // seconds a data-parallel rank waits for the others
   } run;
 
   // Resolved values (relative ones against train.context).

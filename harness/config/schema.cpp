@@ -401,6 +401,10 @@ std::vector<KeySpec> build_schema() {
                           1, 1 << 20, "sequences per optimiser step"));
   s.push_back(integer_key("train.grad_accum", [](auto& c) -> auto& { return c.train.grad_accum; },
                           1, 4096, "micro-batches per step (divides batch_size)"));
+  s.push_back(integer_key("train.micro_batch_size",
+                          [](auto& c) -> auto& { return c.train.micro_batch_size; }, 0, 1 << 20,
+                          "sequences per forward/backward on one rank (gradient accumulation); 0: "
+                          "batch_size / grad_accum, at most the rank's share", false));
   s.push_back(integer_key("train.steps", [](auto& c) -> auto& { return c.train.steps; }, 1,
                           int64_t(1) << 40, "optimiser steps"));
   s.push_back(integer_key("train.seed", [](auto& c) -> auto& { return c.train.seed; }, 0,
@@ -538,6 +542,9 @@ std::vector<KeySpec> build_schema() {
   s.push_back(choice_key("run.device", [](auto& c) -> auto& { return c.run.device; },
                          [] { return std::vector<std::string>{"cpu", "cuda"}; },
                          "where to train (cuda needs a LibTorch built with CUDA)", false));
+  s.push_back(real_key("run.dist_timeout", [](auto& c) -> auto& { return c.run.dist_timeout; }, 1.0,
+                       86400.0, false, "data parallel: seconds a rank waits for the others (rendezvous, "
+                       "collectives) before it fails naming the lost rank", false));
   return s;
 }
 
@@ -687,6 +694,9 @@ void resolve_and_validate(LoadedConfig& loaded) {
   if (c.train.batch_size % c.train.grad_accum != 0)
     fail_at("train.grad_accum", fmt::format("must divide train.batch_size ({}), got {}",
                                             c.train.batch_size, c.train.grad_accum));
+  if (c.train.micro_batch_size > 0 && c.train.batch_size % c.train.micro_batch_size != 0)
+    fail_at("train.micro_batch_size", fmt::format("must divide train.batch_size ({}), got {}",
+                                                  c.train.batch_size, c.train.micro_batch_size));
   if (c.data.tokenizer.kind == "byte" && loaded.where.count("data.vocab_size") &&
       c.data.tokenizer.vocab_size != 256)
     fail_at("data.vocab_size", "the byte tokenizer has a vocabulary of 256; set data.tokenizer: "

@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
 
 namespace harness::train {
 
@@ -43,10 +46,9 @@ void save_checkpoint(const std::string& path, models::GPT& model, const models::
   std::filesystem::rename(tmp, path);
 }
 
-CheckpointState load_checkpoint(const std::string& path, models::GPT& model,
+namespace {
+CheckpointState read_checkpoint(torch::serialize::InputArchive& archive, models::GPT& model,
                                 models::Optimizers& optim) {
-  torch::serialize::InputArchive archive;
-  archive.load_from(path);
   CheckpointState state;
   c10::IValue hash;
   archive.read("run_config_hash", hash);
@@ -62,6 +64,27 @@ CheckpointState load_checkpoint(const std::string& path, models::GPT& model,
   auto generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
   generator.set_state(rng);
   return state;
+}
+}  // namespace
+
+CheckpointState load_checkpoint(const std::string& path, models::GPT& model,
+                                models::Optimizers& optim) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(path);
+  return read_checkpoint(archive, model, optim);
+}
+
+CheckpointState load_checkpoint(const std::vector<char>& bytes, models::GPT& model,
+                                models::Optimizers& optim) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(bytes.data(), bytes.size());
+  return read_checkpoint(archive, model, optim);
+}
+
+std::vector<char> read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 }  // namespace harness::train

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "harness/data/windows.h"
 #include "models/gpt.h"
@@ -23,5 +24,10 @@ void save_checkpoint(const std::string& path, models::GPT& model, const models::
 // Loads into `model` and `optim` (built from the same config) and returns the rest.
 CheckpointState load_checkpoint(const std::string& path, models::GPT& model,
                                 models::Optimizers& optim);
+// The same from a checkpoint file's bytes: a data-parallel run's rank 0 reads the file and
+// broadcasts them, so every rank loads identical state without a shared file system.
+CheckpointState load_checkpoint(const std::vector<char>& bytes, models::GPT& model,
+                                models::Optimizers& optim);
+std::vector<char> read_file_bytes(const std::string& path);
 
 }  // namespace harness::train

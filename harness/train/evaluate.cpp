@@ -10,7 +10,8 @@ namespace harness::train {
 
 EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_t batch_size,
                     int64_t position_buckets, torch::Device device, int64_t attention_queries,
-                    bool raw_scores) {
+                    bool raw_scores, models::Collectives* group) {
+  TORCH_CHECK(!(group && raw_scores), "evaluate: raw-score statistics are not reduced over ranks");
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
@@ -26,7 +27,12 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   auto loss_by_position = torch::zeros({T}, torch::kDouble);  // summed over windows
   std::vector<double> score_std_sum;
   int64_t batches = 0;
-  for (int64_t start = 0; start < N; start += batch_size) {
+  // Data parallel: rank r of W takes batches [r·nb/W, (r+1)·nb/W) of the single process's nb,
+  // so the summed per-batch statistics are the single process's.
+  const int64_t nb = (N + batch_size - 1) / batch_size;
+  const int64_t W = group ? group->world_size() : 1, rank = group ? group->rank() : 0;
+  for (int64_t start = rank * nb / W * batch_size; start < std::min(N, (rank + 1) * nb / W * batch_size);
+       start += batch_size) {
     const auto chunk = windows.tokens.slice(0, start, std::min(N, start + batch_size)).to(device);
     const auto inputs = chunk.slice(1, 0, T);       // (B, T)
     const auto targets = chunk.slice(1, 1, T + 1);  // (B, T)
@@ -42,6 +48,23 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   }
   model->set_record_score_std(false);
   const auto recorders = model->attention_stats();
+  if (group) {
+    score_std_sum.resize(model->score_std().size(), 0.0);  // a rank without batches has none
+    std::vector<torch::Tensor> sums{loss_by_position,
+                                    torch::tensor(score_std_sum, torch::kDouble),
+                                    torch::tensor({double(batches)}, torch::kDouble)};
+    const int64_t heads = model->options().heads;
+    for (const auto& recorder : recorders)
+      sums.push_back(torch::tensor(recorder->flat_sums(T, heads), torch::kDouble));
+    group->all_reduce_sum(sums);
+    loss_by_position = sums[0];
+    for (size_t l = 0; l < score_std_sum.size(); ++l) score_std_sum[l] = sums[1][int64_t(l)].item<double>();
+    batches = int64_t(sums[2].item<double>());
+    for (size_t i = 0; i < recorders.size(); ++i) {
+      const auto flat = sums[3 + i].contiguous();
+      recorders[i]->set_flat_sums(std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));
+    }
+  }
   model->record_attention_stats(0);
   if (was_training) model->train();
 

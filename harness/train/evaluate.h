@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness/data/windows.h"
+#include "models/collectives.h"
 #include "models/gpt.h"
 #include "results/dataset_group.h"
 
@@ -23,8 +24,10 @@ struct EvalResult {
 };
 
 // raw_scores: the attention statistics also hold the raw-score moments and QQ quantiles.
+// group (data parallel): each rank evaluates its share of the batches and the sums are reduced,
+// so every rank returns what one process would (to float rounding); not with raw_scores.
 EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_t batch_size,
                     int64_t position_buckets, torch::Device device, int64_t attention_queries = 0,
-                    bool raw_scores = false);
+                    bool raw_scores = false, models::Collectives* group = nullptr);
 
 }  // namespace harness::train

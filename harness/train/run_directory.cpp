@@ -45,10 +45,11 @@ void require_same_run(const results::RunRecord& record, const config::RunConfig&
                                config::config_hash(config)));
 }
 
-int64_t use_run_threads(const config::RunConfig& config) {
-  const int64_t threads = config.run.threads > 0
-                              ? config.run.threads
-                              : std::max<int64_t>(1, std::thread::hardware_concurrency());
+int64_t use_run_threads(const config::RunConfig& config, int ranks_on_this_node) {
+  const int64_t threads =
+      config.run.threads > 0
+          ? config.run.threads
+          : std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()) / std::max(1, ranks_on_this_node));
   torch::set_num_threads(int(threads));
   return threads;
 }

@@ -27,8 +27,9 @@ torch::Device pick_device(const config::LoadedConfig& loaded);
 void require_same_run(const results::RunRecord& record, const config::RunConfig& config,
                       const std::string& dir);
 
-// Sets torch's thread count to run.threads (0: every core) and returns it.
-int64_t use_run_threads(const config::RunConfig& config);
+// Sets torch's thread count to run.threads (0: every core, shared by the data-parallel ranks on
+// this node) and returns it.
+int64_t use_run_threads(const config::RunConfig& config, int ranks_on_this_node = 1);
 
 // <run>/config.yaml: the resolved config and its run id (written atomically).
 void write_resolved_config(const results::RunPaths& paths, const config::RunConfig& config);

@@ -2,15 +2,19 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <optional>
 
 #include "harness/config/engine_options.h"
 #include "harness/data/dataset.h"
+#include "harness/dist/process_group.h"
 #include "harness/needle/needle_run.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/evaluate.h"
@@ -39,10 +43,11 @@ struct Setup {
   torch::Device device = torch::kCPU;
 };
 
-std::unique_ptr<Setup> build(const config::LoadedConfig& loaded) {
+std::unique_ptr<Setup> build(const config::LoadedConfig& loaded, const dist::World& world) {
   const auto& c = loaded.config;
-  auto s = std::unique_ptr<Setup>(new Setup{data::Dataset(c.data), {}, nullptr,
-                                            nullptr, pick_device(loaded)});
+  torch::Device device = pick_device(loaded);
+  if (device.is_cuda() && world.distributed()) device = torch::Device(torch::kCUDA, world.local_rank);
+  auto s = std::unique_ptr<Setup>(new Setup{data::Dataset(c.data), {}, nullptr, nullptr, device});
   for (const int64_t T : c.eval_contexts()) {
     try {
       s->eval_windows.emplace(T, s->dataset.eval_windows(T, c.eval.windows, c.eval.seed));
@@ -64,6 +69,28 @@ std::unique_ptr<Setup> build(const config::LoadedConfig& loaded) {
 
 }  // namespace
 
+BatchShares batch_shares(const config::LoadedConfig& loaded, int world_size, const std::string& source) {
+  const auto& c = loaded.config;
+  const int64_t B = c.train.batch_size, W = world_size;
+  if (B % W != 0)
+    throw InputError(fmt::format(
+        "{}: train.batch_size ({}) is not divisible by the world size ({} ranks, from {}): every "
+        "rank takes an equal share of each step's windows; use a multiple of {}",
+        loaded.location_of("train.batch_size").str(), B, W, source, W));
+  BatchShares out;
+  out.per_rank = B / W;
+  const bool explicit_micro = c.train.micro_batch_size > 0;
+  out.micro_batch = std::min(out.per_rank, explicit_micro ? c.train.micro_batch_size : B / c.train.grad_accum);
+  if (out.per_rank % out.micro_batch != 0) {
+    const std::string key = explicit_micro ? "train.micro_batch_size" : "train.grad_accum";
+    throw InputError(fmt::format(
+        "{}: {} gives micro-batches of {} sequences, which do not divide a rank's share of "
+        "train.batch_size ({} / {} ranks = {})",
+        loaded.location_of(key).str(), key, out.micro_batch, B, W, out.per_rank));
+  }
+  return out;
+}
+
 bool is_same_run(const results::RunRecord& record, const config::RunConfig& config) {
   const std::string id = config::config_hash(config);
   const auto stored = record.config.find("hash");
@@ -83,54 +110,70 @@ namespace {
 // One run in three stages: prepare (decide what to do with an existing run directory, build and
 // so validate everything, before anything is written), start or resume (take the directory,
 // load the checkpoint or begin the record), loop (optimiser steps, validations, checkpoints).
+//
+// Data parallel (options.world.size = W > 1): every rank runs the same session on the same
+// stream of windows; rank r takes rows [r·B/W, (r+1)·B/W) of each step's B, the gradients are
+// summed over the ranks (the loss of each micro-batch is already divided by the global count of
+// micro-batches), so every rank steps identical parameters. Rank 0 alone owns the run directory:
+// it decides (done, resume, fresh) and the others follow; a checkpoint reaches them as bytes.
 class TrainingSession {
  public:
   TrainingSession(const config::LoadedConfig& loaded, const TrainOptions& options)
       : loaded_(loaded),
         c_(loaded.config),
         options_(options),
+        world_(options.world),
         paths_(options.run_dir.empty() ? (fs::path(c_.run.out_dir) / c_.name).string() : options.run_dir),
         hash_(config::config_hash(c_)) {
     outcome_.run_dir = paths_.dir;
   }
 
-  // Returns the outcome of a run that is already done (nothing to do), else nullopt.
-  std::optional<TrainOutcome> prepare() {
-    refuse_existing_run(paths_, options_);
-    resuming_ = options_.resume && fs::exists(paths_.checkpoint) && fs::exists(paths_.results);
-    if (resuming_) {
-      record_ = results::read_run_file(paths_.results);
-      require_same_run(record_, c_, paths_.dir);
-      // A run written under the first id scheme carries today's id from now on.
-      record_.config["hash"] = hash_;
-      record_.config["canonical"] = config::canonical_text(c_, false);
-      if (record_.state == results::RunState::kDone) {
-        TrainOutcome done{record_.state, record_.reason, record_.status_step, paths_.dir, {}};
-        for (const auto& [T, rows] : record_.eval)
-          if (!rows.loss.empty()) done.eval_loss[T] = rows.loss.back();
-        return done;
-      }
-    }
-    threads_ = use_run_threads(c_);
-    setup_ = build(loaded_);  // validates data, contexts, model and optimiser
-    stream_.emplace(setup_->dataset.train_stream(c_.train.context, c_.train.seed));
-    return std::nullopt;
+  // Each rank's share of a step's windows and its micro-batch; then, with W > 1, the rendezvous.
+  // Both before anything is written.
+  void connect() {
+    const BatchShares shares = batch_shares(loaded_, world_.size, world_.source);
+    share_ = shares.per_rank;
+    micro_ = shares.micro_batch;
+    if (!world_.distributed()) return;
+    torch::Device device = pick_device(loaded_);
+    if (device.is_cuda()) device = torch::Device(torch::kCUDA, world_.local_rank);
+    group_ = std::make_unique<dist::ProcessGroup>(
+        world_, hash_, std::chrono::milliseconds(int64_t(c_.run.dist_timeout * 1000)), device);
   }
 
-  // From here on the run directory is ours.
-  void start_or_resume() {
-    if (options_.overwrite && !resuming_) {
-      fs::remove(paths_.results);
-      fs::remove(paths_.checkpoint);
-      fs::remove(paths_.log);
+  // Returns the outcome of a run that is already done (nothing to do), else nullopt.
+  std::optional<TrainOutcome> prepare() {
+    if (!lead()) return follow_rank0();
+    std::optional<TrainOutcome> done;
+    try {
+      done = prepare_run_directory();
+      if (!done) build_setup();
+    } catch (const InputError& e) {
+      if (group_) group_->share_from_rank0("prepare", std::string("input-error ") + e.what());
+      throw;
+    } catch (const std::exception& e) {
+      if (group_) group_->share_from_rank0("prepare", std::string("error ") + e.what());
+      throw;
     }
-    fs::create_directories(paths_.dir);
-    run_log_ = make_run_log(paths_.log);
-    const auto& log = run_log_.all;
-    write_resolved_config(paths_, c_);
+    if (group_) group_->share_from_rank0("prepare", done ? "done" : resuming_ ? "resume" : "fresh");
+    return done;
+  }
+
+  // From here on the run directory is rank 0's.
+  void start_or_resume() {
     auto& model = setup_->model;
+    if (lead()) {
+      open_run_directory();
+    } else {
+      run_log_ = rank_log();
+    }
+    const auto& log = run_log_.all;
     if (resuming_) {
-      const CheckpointState state = load_checkpoint(paths_.checkpoint, model, *setup_->optim);
+      const CheckpointState state =
+          group_ ? load_checkpoint(group_->broadcast_bytes(
+                                       lead() ? read_file_bytes(paths_.checkpoint) : std::vector<char>{}, 0),
+                                   model, *setup_->optim)
+                 : load_checkpoint(paths_.checkpoint, model, *setup_->optim);
       step_ = state.step;
       tokens_ = state.tokens;
       stream_->seek(state.cursor);
@@ -139,21 +182,36 @@ class TrainingSession {
       record_.state = results::RunState::kRunning;
       record_.reason.clear();
       log->info("resuming {} at step {}/{}", paths_.dir, step_, c_.train.steps);
-    } else {
+    } else if (lead()) {
       record_ = fresh_record(loaded_, threads_, setup_->device);
       log->info("run {} (id {}): {}", c_.name, hash_, setup_->dataset.describe());
       log->info("model: {} parameters, method {}, L = {}, validation at {}", model->num_parameters(),
                 c_.attention.method, c_.train.context, fmt::join(c_.eval_contexts(), ", "));
     }
-    record_.config["threads_resumed_with"] = std::to_string(threads_);
+    record_.config_ints["threads_resumed_with"] = threads_;
+    record_.config_ints["world_size"] = world_.size;
+    record_.config_ints["micro_batch_size"] = micro_;
+    if (group_) {
+      if (!resuming_) {  // the same initial weights everywhere, whatever each rank's seed did
+        torch::NoGradGuard no_grad;
+        std::vector<torch::Tensor> state = model->parameters();
+        for (const auto& b : model->buffers()) state.push_back(b);
+        group_->broadcast(state, 0);
+      }
+      setup_->optim->set_collectives(group_.get());
+      require_identical_parameters("at the start");
+      log->info("data parallel: {} ranks over {} ({}), {} sequences per rank and step in "
+                "micro-batches of {}, {} threads each",
+                world_.size, group_->backend_name(), world_.source, share_, micro_, threads_);
+    }
   }
 
   TrainOutcome loop() {
     const auto& log = run_log_.all;
     install_interrupt_handlers();
-    const bool bar = options_.progress_bar < 0 ? stderr_is_terminal() : options_.progress_bar == 1;
+    const bool bar = lead() && (options_.progress_bar < 0 ? stderr_is_terminal() : options_.progress_bar == 1);
     Progress progress(run_log_, c_.train.steps, c_.run.log_every, bar);
-    const int64_t micro_batch = c_.train.batch_size / c_.train.grad_accum;
+    const int64_t micro_batches = c_.train.batch_size / micro_;  // over all ranks
     auto& model = setup_->model;
     auto& optim = *setup_->optim;
     model->train();
@@ -162,11 +220,15 @@ class TrainingSession {
       while (step_ < c_.train.steps) {
         const bool session_over =
             options_.stop_after_steps > 0 && step_ - session_start >= options_.stop_after_steps;
-        if (interrupt_requested() || session_over) {
+        // One process polls its own signal; ranks stop on the flag the last all-reduce carried,
+        // so all of them stop at the same step.
+        const bool signalled = group_ ? stop_flag_ : interrupt_requested();
+        if (signalled || session_over) {
           const std::string reason =
               session_over ? fmt::format("stopped after {} steps this session (--stop-after-steps)",
                                          options_.stop_after_steps)
-                           : fmt::format("signal {} at step {}", interrupt_signal(), step_);
+              : interrupt_signal() ? fmt::format("signal {} at step {}", interrupt_signal(), step_)
+                                   : fmt::format("a signal to another rank at step {}", step_);
           stop_as(progress, results::RunState::kInterrupted, reason);
           log->warn("interrupted ({}); checkpoint saved, continue with --resume", reason);
           return outcome_;
@@ -175,15 +237,19 @@ class TrainingSession {
         const double factor = models::lr_factor(c_.schedule, step_, c_.train.steps);
         optim.set_lr_factor(factor);
         optim.zero_grad();
+        // (B, L + 1): the step's windows, the same on every rank; this rank's rows of them.
+        const auto batch = stream_->next_batch(c_.train.batch_size);
+        const auto mine = batch.slice(0, world_.rank * share_, (world_.rank + 1) * share_);
         double loss_sum = 0.0;
-        for (int64_t m = 0; m < c_.train.grad_accum; ++m) {
-          const auto batch = stream_->next_batch(micro_batch).to(setup_->device);  // (B, L + 1)
-          const auto inputs = batch.slice(1, 0, c_.train.context);
-          const auto targets = batch.slice(1, 1, c_.train.context + 1);
-          auto loss = model->loss(inputs, targets) / double(c_.train.grad_accum);
+        for (int64_t start = 0; start < share_; start += micro_) {
+          const auto micro = mine.slice(0, start, start + micro_).to(setup_->device);  // (m, L + 1)
+          const auto inputs = micro.slice(1, 0, c_.train.context);
+          const auto targets = micro.slice(1, 1, c_.train.context + 1);
+          auto loss = model->loss(inputs, targets) / double(micro_batches);
           loss.backward();
           loss_sum += loss.item<double>();
         }
+        if (group_) loss_sum = average_gradients(loss_sum);
         const double grad_norm = models::clip_grad_norm(model, c_.train.grad_clip);
         if (!std::isfinite(loss_sum) || !std::isfinite(grad_norm)) {
           const std::string reason = fmt::format("non-finite {} at step {}",
@@ -222,23 +288,113 @@ class TrainingSession {
       } catch (...) {
         record_.reason = "unknown error";
       }
-      results::publish(record_, paths_.results);  // keep the rows written so far
+      if (lead()) results::publish(record_, paths_.results);  // keep the rows written so far
       throw;
     }
     progress.finish();
     save(results::RunState::kDone, "");
     log->info("done: {} steps, {} tokens, {:.1f} s training; results in {}", step_, tokens_,
               train_seconds_, paths_.results);
+    if (group_)
+      log->info("data parallel: {:.1f} s of the training in collectives ({:.1f}%)",
+                group_->seconds_in_collectives(),
+                100.0 * group_->seconds_in_collectives() / std::max(train_seconds_, 1e-9));
     outcome_.state = results::RunState::kDone;
     outcome_.step = step_;
     return outcome_;
   }
 
  private:
+  bool lead() const { return world_.rank == 0; }
+
+  // Rank 0, before anything is written: refuse to clobber, read the record of a run to resume.
+  std::optional<TrainOutcome> prepare_run_directory() {
+    refuse_existing_run(paths_, options_);
+    resuming_ = options_.resume && fs::exists(paths_.checkpoint) && fs::exists(paths_.results);
+    if (resuming_) {
+      record_ = results::read_run_file(paths_.results);
+      require_same_run(record_, c_, paths_.dir);
+      // A run written under the first id scheme carries today's id from now on.
+      record_.config["hash"] = hash_;
+      record_.config["canonical"] = config::canonical_text(c_, false);
+      if (record_.state == results::RunState::kDone) {
+        TrainOutcome done{record_.state, record_.reason, record_.status_step, paths_.dir, {}};
+        for (const auto& [T, rows] : record_.eval)
+          if (!rows.loss.empty()) done.eval_loss[T] = rows.loss.back();
+        return done;
+      }
+    }
+    return std::nullopt;
+  }
+
+  void build_setup() {
+    threads_ = use_run_threads(c_, world_.local_size);
+    setup_ = build(loaded_, world_);  // validates data, contexts, model and optimiser
+    stream_.emplace(setup_->dataset.train_stream(c_.train.context, c_.train.seed));
+  }
+
+  // Ranks > 0: build the same setup, then do what rank 0 decided.
+  std::optional<TrainOutcome> follow_rank0() {
+    build_setup();
+    const std::string decision = group_->share_from_rank0("prepare", "");
+    const auto rest = [&](const char* prefix) { return decision.substr(std::string(prefix).size()); };
+    if (decision.rfind("input-error ", 0) == 0) throw InputError("rank 0: " + rest("input-error "));
+    if (decision.rfind("error ", 0) == 0) throw std::runtime_error("rank 0: " + rest("error "));
+    if (decision == "done") return TrainOutcome{results::RunState::kDone, "", 0, paths_.dir, {}};
+    resuming_ = decision == "resume";
+    return std::nullopt;
+  }
+
+  void open_run_directory() {
+    if (options_.overwrite && !resuming_) {
+      fs::remove(paths_.results);
+      fs::remove(paths_.checkpoint);
+      fs::remove(paths_.log);
+    }
+    fs::create_directories(paths_.dir);
+    run_log_ = make_run_log(paths_.log);
+    write_resolved_config(paths_, c_);
+  }
+
+  // Ranks > 0 write no file: warnings and errors to stderr, prefixed with the rank.
+  RunLog rank_log() const {
+    auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    console->set_pattern(fmt::format("%^[%H:%M:%S %l]%$ [rank {}] %v", world_.rank));
+    RunLog log;
+    log.all = std::make_shared<spdlog::logger>(fmt::format("rank{}", world_.rank), console);
+    log.all->set_level(spdlog::level::warn);
+    log.file = log.all;
+    return log;
+  }
+
+  // Sums the gradients over the ranks (they are already scaled to the global mean), with the
+  // step's loss and whether any rank was asked to stop. Returns the global loss.
+  double average_gradients(double loss_sum) {
+    std::vector<torch::Tensor> sums;
+    for (const auto& p : setup_->model->parameters())
+      if (p.grad().defined()) sums.push_back(p.grad());
+    sums.push_back(torch::tensor({loss_sum, interrupt_requested() ? 1.0 : 0.0}, torch::kDouble));
+    group_->all_reduce_sum(sums);
+    stop_flag_ = sums.back()[1].item<double>() > 0;
+    return sums.back()[0].item<double>();
+  }
+
+  // Every rank must hold the same bits; a difference (a non-deterministic kernel, a bug) would
+  // silently train W different models.
+  void require_identical_parameters(const std::string& when) {
+    const auto params = setup_->model->parameters();
+    const auto sums = group_->all_gather_int(int64_t(dist::bytes_checksum(params)));
+    for (size_t r = 1; r < sums.size(); ++r)
+      if (sums[r] != sums[0])
+        throw std::runtime_error(fmt::format("data parallel: the parameters of rank {} differ from "
+                                             "rank 0's {} (step {})", r, when, step_));
+  }
+
   void save(results::RunState state, const std::string& reason) {
     record_.state = state;
     record_.reason = reason;
     record_.status_step = step_;
+    if (!lead()) return;
     // run.h5 first, then the checkpoint: a crash in between leaves rows past the checkpoint,
     // which a resume truncates and recomputes identically.
     results::publish(record_, paths_.results);
@@ -260,7 +416,8 @@ class TrainingSession {
     std::vector<std::string> parts;
     for (const auto& [T, windows] : setup_->eval_windows) {
       const EvalResult r = evaluate(setup_->model, windows, c_.eval.batch_size,
-                                    c_.eval.position_buckets, setup_->device, c_.eval.attention_queries);
+                                    c_.eval.position_buckets, setup_->device, c_.eval.attention_queries,
+                                    false, group_.get());
       auto& rows = record_.eval[T];
       rows.step.push_back(step_);
       rows.loss.push_back(r.loss);
@@ -270,14 +427,19 @@ class TrainingSession {
       outcome_.eval_loss[T] = r.loss;
       parts.push_back(fmt::format("{}: {:.4f}", T, r.loss));
     }
+    if (group_) require_identical_parameters(fmt::format("at the validation of step {}", step_));
     progress.message(fmt::format("step {}: validation loss by context — {}", step_, fmt::join(parts, ", ")));
   }
 
   const config::LoadedConfig& loaded_;
   const config::RunConfig& c_;
   const TrainOptions& options_;
+  const dist::World world_;
   const results::RunPaths paths_;
   const std::string hash_;
+  std::unique_ptr<dist::ProcessGroup> group_;  // W > 1 only
+  int64_t share_ = 0, micro_ = 0;              // sequences per rank and step; per forward
+  bool stop_flag_ = false;                     // some rank was signalled (W > 1)
   results::RunRecord record_;
   bool resuming_ = false;
   int64_t threads_ = 1;
@@ -292,8 +454,15 @@ class TrainingSession {
 }  // namespace
 
 TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& options) {
-  if (loaded.config.task == "needle") return needle::run_needle(loaded, options);
+  if (loaded.config.task == "needle") {
+    if (options.world.distributed())
+      throw InputError(fmt::format("{}: task: needle runs in one process (world size {} from {})",
+                                   loaded.location_of("task").str(), options.world.size,
+                                   options.world.source));
+    return needle::run_needle(loaded, options);
+  }
   TrainingSession session(loaded, options);
+  session.connect();
   if (auto done = session.prepare()) return *done;
   session.start_or_resume();
   return session.loop();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "harness/config/schema.h"
+#include "harness/dist/world.h"
 #include "results/run_file.h"
 #include "results/run_paths.h"
 
@@ -19,6 +20,7 @@ struct TrainOptions {
   int progress_bar = -1;   // 1 on, 0 off, -1 when stderr is a terminal
   int64_t stop_after_steps = 0;  // > 0: checkpoint and stop (interrupted) after this many steps
                                  // in this session, for time-boxed jobs
+  dist::World world;  // data parallel: this process's rank (dist::world_from_environment)
 };
 
 struct TrainOutcome {
@@ -32,6 +34,14 @@ struct TrainOutcome {
 // Whether `record` (a run.h5) holds a run of `config`: the same run id, or, for a run written under
 // the first id scheme, a stored config with today's same id.
 bool is_same_run(const results::RunRecord& record, const config::RunConfig& config);
+
+// Data parallel: each rank's share of a step's train.batch_size windows and the micro-batch it
+// feeds them in (train.micro_batch_size, else batch_size / grad_accum, at most the share). An
+// InputError located at the key when world_size (from `source`) does not divide them.
+struct BatchShares {
+  int64_t per_rank = 0, micro_batch = 0;
+};
+BatchShares batch_shares(const config::LoadedConfig& loaded, int world_size, const std::string& source);
 
 // Throws harness::InputError on bad input, before anything is written.
 TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& options);

@@ -1,0 +1,132 @@
+#include "harness/dist/launcher.h"
+
+#include <fmt/format.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+#include "harness/dist/process_group.h"
+#include "harness/dist/world.h"
+
+namespace harness::dist {
+
+namespace {
+
+std::atomic<int> g_launcher_signal{0};
+extern "C" void on_launcher_signal(int sig) { g_launcher_signal.store(sig); }
+
+int exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+std::vector<std::string> without_option(const std::vector<std::string>& args, const std::string& name) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == name) {
+      ++i;  // and its value
+      continue;
+    }
+    if (args[i].rfind(name + "=", 0) == 0) continue;
+    out.push_back(args[i]);
+  }
+  return out;
+}
+
+int launch_local(const std::vector<std::string>& args, int nproc, std::chrono::milliseconds grace) {
+  std::error_code ec;
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) throw std::runtime_error("cannot resolve /proc/self/exe: " + ec.message());
+  World world;
+  world.size = nproc;
+  world.master_addr = "127.0.0.1";
+  world.master_port = free_local_port();
+
+  struct sigaction action {};
+  action.sa_handler = on_launcher_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  // Everything the children need is built before fork(): they only set variables and exec.
+  std::vector<std::vector<std::string>> environments;
+  for (int r = 0; r < nproc; ++r) {
+    world.rank = world.local_rank = r;
+    environments.push_back(rank_environment(world));
+  }
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(exe.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t launcher = ::getpid();
+
+  std::vector<pid_t> children;
+  for (int r = 0; r < nproc; ++r) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      for (const pid_t c : children) ::kill(c, SIGKILL);
+      throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
+    }
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != launcher) ::_exit(1);  // the launcher died before prctl
+      for (const auto& kv : environments[size_t(r)]) ::putenv(const_cast<char*>(kv.c_str()));
+      ::execv(exe.c_str(), argv.data());
+      ::_exit(127);
+    }
+    children.push_back(pid);
+  }
+
+  std::vector<int> codes(size_t(nproc), -1);
+  int running = nproc, first_failure = -1, forwarded = 0;
+  std::chrono::steady_clock::time_point kill_at{};
+  while (running > 0) {
+    const int sig = g_launcher_signal.load();
+    if (sig && !forwarded) {
+      forwarded = sig;
+      for (int r = 0; r < nproc; ++r)
+        if (codes[size_t(r)] < 0) ::kill(children[size_t(r)], sig);
+    }
+    int status = 0;
+    const pid_t done = ::waitpid(-1, &status, WNOHANG);
+    if (done > 0) {
+      for (int r = 0; r < nproc; ++r) {
+        if (children[size_t(r)] != done) continue;
+        codes[size_t(r)] = exit_code(status);
+        --running;
+        if (codes[size_t(r)] != 0 && codes[size_t(r)] != 130 && first_failure < 0) {
+          first_failure = r;
+          kill_at = std::chrono::steady_clock::now() + grace;
+        }
+      }
+      continue;
+    }
+    if (first_failure >= 0 && std::chrono::steady_clock::now() >= kill_at) {
+      for (int r = 0; r < nproc; ++r)
+        if (codes[size_t(r)] < 0) {
+          fmt::print(stderr, "launcher: rank {} still running {} s after rank {} failed: killed\n", r,
+                     grace.count() / 1000, first_failure);
+          ::kill(children[size_t(r)], SIGKILL);
+        }
+      kill_at = std::chrono::steady_clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (first_failure >= 0) return codes[size_t(first_failure)];
+  for (const int c : codes)
+    if (c != 0) return c;
+  return 0;
+}
+
+}  // namespace harness::dist

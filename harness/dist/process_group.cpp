@@ -1,0 +1,343 @@
+#include "harness/dist/process_group.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+// Only std::string formatting here (no fmt): this file also compiles against a pip torch's
+// LibTorch alone, where the NCCL path can be built.
+namespace harness::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string seconds_text(std::chrono::milliseconds t) {
+  return std::to_string(t.count() / 1000) + (t.count() % 1000 ? "." + std::to_string(t.count() % 1000 / 100) : "") + " s";
+}
+
+// The address this host uses to reach `host` (a UDP "connect" sends nothing): the interface Gloo
+// must listen on. Debian maps the host name to 127.0.1.1, which no other machine can reach.
+std::string local_address_towards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || !found) return "";
+  std::string out;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    char text[INET_ADDRSTRLEN] = {0};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text))
+      out = text;
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  return out;
+}
+
+std::string to_string(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+
+constexpr int64_t kBucketBytes = int64_t(16) << 20;
+
+// Consecutive runs of tensors with one dtype, each run at most kBucketBytes (or one tensor).
+std::vector<std::pair<size_t, size_t>> buckets(const std::vector<torch::Tensor>& tensors) {
+  std::vector<std::pair<size_t, size_t>> out;
+  size_t begin = 0;
+  while (begin < tensors.size()) {
+    size_t end = begin + 1;
+    int64_t bytes = tensors[begin].numel() * int64_t(tensors[begin].element_size());
+    while (end < tensors.size() && tensors[end].scalar_type() == tensors[begin].scalar_type() &&
+           bytes + tensors[end].numel() * int64_t(tensors[end].element_size()) <= kBucketBytes) {
+      bytes += tensors[end].numel() * int64_t(tensors[end].element_size());
+      ++end;
+    }
+    out.emplace_back(begin, end);
+    begin = end;
+  }
+  return out;
+}
+
+torch::Tensor flatten(const std::vector<torch::Tensor>& tensors, size_t begin, size_t end,
+                      const c10::Device& device) {
+  std::vector<torch::Tensor> flat;
+  for (size_t i = begin; i < end; ++i) flat.push_back(tensors[i].reshape({-1}));
+  return torch::cat(flat).to(device).contiguous();
+}
+
+void unflatten(const torch::Tensor& flat_in, std::vector<torch::Tensor>& tensors, size_t begin, size_t end) {
+  torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (size_t i = begin; i < end; ++i) {
+    const int64_t n = tensors[i].numel();
+    tensors[i].copy_(flat_in.slice(0, offset, offset + n).view(tensors[i].sizes()));
+    offset += n;
+  }
+}
+
+}  // namespace
+
+struct ProcessGroup::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#ifdef USE_C10D_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+#endif
+  c10::Device device = c10::kCPU;  // where the collectives' buffers live
+};
+
+ProcessGroup::ProcessGroup(const World& world, const std::string& run_id,
+                           std::chrono::milliseconds timeout, c10::Device device)
+    : world_(world), timeout_(timeout), impl_(std::make_unique<Impl>()) {
+  const std::string where = world_.master_addr + ":" + std::to_string(world_.master_port);
+  const std::string rank_text = "rank " + std::to_string(world_.rank) + " of " + std::to_string(world_.size);
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(world_.master_port);
+  store_options.isServer = world_.rank == 0;
+  store_options.numWorkers = static_cast<std::size_t>(world_.size);
+  store_options.waitWorkers = true;
+  store_options.timeout = timeout_;
+  try {
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(world_.master_addr, store_options);
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    why = why.substr(0, why.find('\n'));
+    if (world_.rank == 0)
+      throw std::runtime_error("rendezvous (" + rank_text + ", " + world_.source + "): listening on " + where +
+                               " failed or not all " + std::to_string(world_.size) +
+                               " ranks arrived within " + seconds_text(timeout_) +
+                               " (run.dist_timeout; is the port in use, or a rank missing?): " + why);
+    throw std::runtime_error("rendezvous (" + rank_text + ", " + world_.source + "): no store at " + where +
+                             " within " + seconds_text(timeout_) +
+                             " (run.dist_timeout; is rank 0 running, are MASTER_ADDR and MASTER_PORT right?): " + why);
+  }
+  // The same run on every rank: each checks in with its run id, rank 0 compares them all.
+  try {
+    impl_->store->set("run_id/" + std::to_string(world_.rank), to_bytes(run_id));
+    if (world_.rank == 0) {
+      for (int r = 1; r < world_.size; ++r) {
+        const std::string theirs = to_string(impl_->store->get("run_id/" + std::to_string(r)));
+        if (theirs != run_id) {
+          const std::string message = "rank " + std::to_string(r) + " has run id " + theirs +
+                                      ", rank 0 has " + run_id +
+                                      ": the ranks were given different configs";
+          impl_->store->set("rendezvous", to_bytes("error: " + message));
+          throw std::runtime_error("rendezvous: " + message);
+        }
+      }
+      impl_->store->set("rendezvous", to_bytes("ok"));
+    } else {
+      const std::string verdict = to_string(impl_->store->get("rendezvous"));
+      if (verdict != "ok") throw std::runtime_error("rendezvous: " + verdict.substr(verdict.find(' ') + 1));
+    }
+  } catch (const std::runtime_error& e) {
+    if (std::string(e.what()).rfind("rendezvous: ", 0) == 0) throw;
+    throw std::runtime_error("rendezvous (" + rank_text + ") at " + where + ": " + e.what());
+  }
+
+  const auto prefixed = c10::make_intrusive<c10d::PrefixStore>("pg", impl_->store);
+#ifdef USE_C10D_NCCL
+  if (device.is_cuda()) {
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout_;
+    impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, world_.rank, world_.size, options);
+    impl_->device = device;
+    return;
+  }
+#endif
+  if (device.is_cuda())
+    throw std::runtime_error("data-parallel training on CUDA needs a LibTorch built with NCCL "
+                             "(USE_C10D_NCCL); this one has Gloo only: use run.device: cpu");
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout_);
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (ifname && *ifname) {
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+  } else {
+    const std::string address = local_address_towards(world_.master_addr);
+    options->devices.push_back(address.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                               : c10d::ProcessGroupGloo::createDeviceForHostname(address));
+  }
+  options->threads = 1;
+  try {
+    impl_->gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, world_.rank, world_.size, options);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("connecting the Gloo ranks (" + rank_text + ") failed within " +
+                             seconds_text(timeout_) + ": " + e.what());
+  }
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+const char* ProcessGroup::backend_name() const {
+#ifdef USE_C10D_NCCL
+  if (impl_->nccl) return "nccl";
+#endif
+  return "gloo";
+}
+
+// After a collective failed: every rank that can still reach the store checks in; those that do
+// not within a few seconds are named. The store lives in rank 0: when it is gone, so is rank 0.
+void ProcessGroup::fail(const char* what, const std::string& error) {
+  std::string first_line = error.substr(0, error.find('\n'));
+  const std::string prefix = std::string(what) + " failed on rank " + std::to_string(world_.rank) + " of " +
+                             std::to_string(world_.size) + ": ";
+  std::string lost;
+  try {
+    impl_->store->set("alive/" + std::to_string(world_.rank), to_bytes("1"));
+    const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(5));
+    std::vector<int> missing;
+    do {
+      missing.clear();
+      for (int r = 0; r < world_.size; ++r)
+        if (!impl_->store->check({"alive/" + std::to_string(r)})) missing.push_back(r);
+      if (missing.empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (Clock::now() < deadline);
+    for (size_t i = 0; i < missing.size(); ++i) lost += (i ? ", " : "") + std::to_string(missing[i]);
+    if (!lost.empty())
+      lost = (missing.size() == 1 ? "rank " : "ranks ") + lost + " stopped answering (killed, crashed or hung longer than run.dist_timeout = " + seconds_text(timeout_) + ")";
+  } catch (const std::exception&) {
+    lost = "rank 0 (which hosts the rendezvous store) is gone";
+  }
+  throw std::runtime_error(prefix + (lost.empty() ? "" : lost + "; ") + first_line);
+}
+
+template <class Op>
+void ProcessGroup::run(const char* what, Op&& op) {
+  const auto t0 = Clock::now();
+  try {
+#ifdef USE_C10D_NCCL
+    if (impl_->nccl) {
+      op(*impl_->nccl)->wait(timeout_);
+      seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+      return;
+    }
+#endif
+    op(*impl_->gloo)->wait(timeout_);
+  } catch (const std::exception& e) {
+    fail(what, e.what());
+  }
+  seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void ProcessGroup::all_reduce_sum(std::vector<torch::Tensor>& tensors) {
+  for (const auto& [begin, end] : buckets(tensors)) {
+    std::vector<torch::Tensor> flat{flatten(tensors, begin, end, impl_->device)};
+    run("all-reduce", [&](auto& backend) {
+      c10d::AllreduceOptions options;
+      options.reduceOp = c10d::ReduceOp::SUM;
+      return backend.allreduce(flat, options);
+    });
+    unflatten(flat[0], tensors, begin, end);
+  }
+}
+
+void ProcessGroup::broadcast(std::vector<torch::Tensor>& tensors, int root) {
+  for (const auto& [begin, end] : buckets(tensors)) {
+    std::vector<torch::Tensor> flat{flatten(tensors, begin, end, impl_->device)};
+    run("broadcast", [&](auto& backend) {
+      c10d::BroadcastOptions options;
+      options.rootRank = root;
+      return backend.broadcast(flat, options);
+    });
+    unflatten(flat[0], tensors, begin, end);
+  }
+}
+
+std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& mine) {
+  std::vector<torch::Tensor> input{mine.to(impl_->device).contiguous()};
+  std::vector<std::vector<torch::Tensor>> output(1);
+  for (int r = 0; r < world_.size; ++r) output[0].push_back(torch::empty_like(input[0]));
+  run("all-gather", [&](auto& backend) { return backend.allgather(output, input); });
+  for (auto& t : output[0]) t = t.to(mine.device());
+  return output[0];
+}
+
+std::vector<int64_t> ProcessGroup::all_gather_int(int64_t value) {
+  const auto gathered = all_gather(torch::tensor({value}, torch::kLong));
+  std::vector<int64_t> out;
+  for (const auto& t : gathered) out.push_back(t.item<int64_t>());
+  return out;
+}
+
+std::string ProcessGroup::share_from_rank0(const std::string& key, const std::string& value) {
+  try {
+    if (world_.rank == 0) {
+      impl_->store->set("shared/" + key, to_bytes(value));
+      return value;
+    }
+    return to_string(impl_->store->get("shared/" + key));
+  } catch (const std::exception& e) {
+    fail("waiting for rank 0", e.what());
+  }
+}
+
+std::vector<char> ProcessGroup::broadcast_bytes(std::vector<char> bytes, int root) {
+  std::vector<torch::Tensor> size{torch::tensor({int64_t(bytes.size())}, torch::kLong)};
+  broadcast(size, root);
+  const int64_t n = size[0].item<int64_t>();
+  auto buffer = torch::empty({n}, torch::kUInt8);
+  if (world_.rank == root) std::memcpy(buffer.data_ptr(), bytes.data(), bytes.size());
+  std::vector<torch::Tensor> data{buffer};
+  broadcast(data, root);
+  const auto cpu = data[0].to(torch::kCPU).contiguous();
+  bytes.resize(static_cast<size_t>(n));
+  std::memcpy(bytes.data(), cpu.data_ptr(), bytes.size());
+  return bytes;
+}
+
+uint64_t bytes_checksum(const std::vector<torch::Tensor>& tensors) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over 64-bit words, then the tail bytes
+  for (const auto& t : tensors) {
+    const auto c = t.detach().to(torch::kCPU).contiguous();
+    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+    const size_t n = size_t(c.numel()) * c.element_size();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, p + i, 8);
+      h = (h ^ word) * 1099511628211ull;
+    }
+    for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+int free_local_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("free_local_port: socket() failed");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t len = sizeof address;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &len) != 0) {
+    ::close(fd);
+    throw std::runtime_error("free_local_port: cannot bind 127.0.0.1:0");
+  }
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+}  // namespace harness::dist

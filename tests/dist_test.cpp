@@ -1,0 +1,322 @@
+// Data-parallel training (harness/dist): ranks are real processes of the harness executable
+// talking c10d Gloo over loopback. Two ranks must train what one process trains (within float
+// rounding), resume across world sizes, and fail cleanly, naming the lost rank, when one dies.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/config/engine_options.h"
+#include "harness/config/schema.h"
+#include "harness/dist/process_group.h"
+#include "harness/dist/world.h"
+#include "harness/train/checkpoint.h"
+#include "harness/util/errors.h"
+#include "models/gpt.h"
+#include "models/optimizers.h"
+#include "results/run_file.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Muon + Adam (the default optimiser), two layers, validation at L and 4L with attention
+// statistics on 8 windows in batches of 2 (so two ranks split four batches).
+std::string tiny_yaml(int steps) {
+  return std::string("data: {corpus: '") + HARNESS_TEST_DATA + "/sotu', data_dir: '" +
+         (fs::temp_directory_path() / "harness-dist-cache").string() + "'}\n" +
+         "model: {layers: 2, d_model: 32, heads: 2}\n"
+         "attention: {method: si+p-rope, tau: L/400, p_rope_base: L/4}\n"
+         "train: {context: 32, batch_size: 8, steps: " + std::to_string(steps) + ", seed: 5, grad_clip: 1.0}\n"
+         "eval: {contexts: [L, 4L], windows: 8, batch_size: 2, every: 10, attention_queries: 8}\n"
+         "run: {threads: 1, checkpoint_every: 5, dist_timeout: 20}\n";
+}
+
+fs::path write_config(const fs::path& dir, const std::string& yaml) {
+  fs::create_directories(dir);
+  const auto path = dir / "tiny.yaml";
+  std::ofstream(path) << yaml;
+  return path;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// `harness train ...`; returns the exit code, output in `log`.
+int run_harness(const std::string& args, const fs::path& log) {
+  const std::string cmd = std::string(HARNESS_BINARY) + " " + args + " > " + log.string() + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// One rank started by hand with torchrun's variables (what a launcher or srun does).
+pid_t start_rank(int rank, int world, int port, const std::string& args, const fs::path& log) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+    ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    const std::string cmd = std::string("exec ") + HARNESS_BINARY + " " + args + " > " + log.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` at most `limit`; returns its exit code, or -1 on time-out.
+int wait_for(pid_t pid, std::chrono::seconds limit) {
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return -1;
+}
+
+void expect_close(double a, double b, double rel, const std::string& what) {
+  EXPECT_LE(std::fabs(a - b), rel * std::max(1.0, std::fabs(b))) << what << ": " << a << " vs " << b;
+}
+
+void expect_same_record(const results::RunRecord& a, const results::RunRecord& b, double rel) {
+  ASSERT_EQ(a.train.loss.size(), b.train.loss.size());
+  for (size_t i = 0; i < a.train.loss.size(); ++i) {
+    expect_close(a.train.loss[i], b.train.loss[i], rel, "train loss at step " + std::to_string(i + 1));
+    expect_close(a.train.grad_norm[i], b.train.grad_norm[i], 1e-4, "grad norm at step " + std::to_string(i + 1));
+  }
+  ASSERT_EQ(a.eval.size(), b.eval.size());
+  for (const auto& [T, rows] : b.eval) {
+    const auto& other = a.eval.at(T);
+    ASSERT_EQ(other.loss.size(), rows.loss.size());
+    for (size_t e = 0; e < rows.loss.size(); ++e) {
+      expect_close(other.loss[e], rows.loss[e], rel, "validation loss at " + std::to_string(T));
+      for (size_t l = 0; l < rows.score_std[e].size(); ++l)
+        expect_close(other.score_std[e][l], rows.score_std[e][l], 1e-4, "score std");
+      for (size_t k = 0; k < rows.position_loss[e].size(); ++k)
+        expect_close(other.position_loss[e][k], rows.position_loss[e][k], rel, "position loss");
+    }
+    ASSERT_FALSE(rows.attention.arrays.empty());
+    for (const auto& [name, array] : rows.attention.arrays) {
+      const auto& mine = other.attention.arrays.at(name);
+      ASSERT_EQ(mine.shape, array.shape) << name;
+      for (size_t i = 0; i < array.values.size(); ++i) {
+        if (std::isnan(array.values[i])) {
+          EXPECT_TRUE(std::isnan(mine.values[i])) << name << "[" << i << "]";
+          continue;
+        }
+        expect_close(mine.values[i], array.values[i], 1e-4, "/eval/" + std::to_string(T) + "/attention/" + name);
+      }
+    }
+  }
+}
+
+std::vector<torch::Tensor> checkpoint_parameters(const fs::path& config, const fs::path& run_dir) {
+  const auto loaded = harness::config::load_run_config(config.string());
+  models::GPT model(harness::config::gpt_options(loaded.config, 256));
+  models::Optimizers optim(model, loaded.config.optim);
+  harness::train::load_checkpoint((run_dir / "checkpoint.pt").string(), model, optim);
+  return model->parameters();
+}
+
+// ‖a − b‖ / ‖b‖ per parameter tensor. Not element-wise: Adam (eps 1e-10) turns a gradient
+// element that cancels to ~1e-9 into a ±lr step whose sign follows the summation order, so a few
+// embedding rows differ by ~1e-4 while the tensor agrees to ~1e-6.
+void expect_same_parameters(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b, double rel) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double diff = (a[i] - b[i]).to(torch::kDouble).norm().item<double>();
+    const double norm = b[i].to(torch::kDouble).norm().item<double>();
+    EXPECT_LE(diff, rel * norm) << "parameter " << i << ": ‖a − b‖ = " << diff << ", ‖b‖ = " << norm;
+  }
+}
+
+}  // namespace
+
+TEST(DataParallel, WorldFromTorchrunAndSlurmVariables) {
+  using harness::dist::world_from_environment;
+  std::map<std::string, std::string> env;
+  const auto getenv = [&](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_FALSE(world_from_environment(getenv).distributed());
+  env = {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+         {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29400"}};
+  auto w = world_from_environment(getenv);
+  EXPECT_EQ(w.rank, 1);
+  EXPECT_EQ(w.size, 4);
+  EXPECT_EQ(w.local_size, 2);
+  EXPECT_EQ(w.master_addr, "node7");
+  EXPECT_EQ(w.master_port, 29400);
+  // Slurm: an srun step's task; the port follows the job id.
+  env = {{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"}, {"SLURM_STEP_ID", "0"},
+         {"SLURM_NTASKS_PER_NODE", "2(x2)"}, {"SLURM_JOB_ID", "123456"}, {"MASTER_ADDR", "n1"}};
+  w = world_from_environment(getenv);
+  EXPECT_EQ(w.rank, 3);
+  EXPECT_EQ(w.local_rank, 1);
+  EXPECT_EQ(w.local_size, 2);
+  EXPECT_EQ(w.master_port, 20000 + 123456 % 20000);
+  // The batch script itself (no step) is no rank.
+  env.erase("SLURM_STEP_ID");
+  EXPECT_FALSE(world_from_environment(getenv).distributed());
+  // Bad values name the variable.
+  env = {{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}};
+  try {
+    world_from_environment(getenv);
+    FAIL() << "RANK = WORLD_SIZE accepted";
+  } catch (const harness::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("RANK='4'"), std::string::npos) << e.what();
+  }
+  env = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}};
+  EXPECT_THROW(world_from_environment(getenv), harness::InputError);  // no MASTER_PORT
+}
+
+TEST(DataParallel, TwoRanksTrainWhatOneProcessTrains) {
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(20));
+  const auto one = tmp.path / "one", two = tmp.path / "two";
+  ASSERT_EQ(run_harness("train --no-progress --config " + config.string() + " --run-dir " + one.string(),
+                    tmp.path / "one.log"), 0) << read_text(tmp.path / "one.log");
+  ASSERT_EQ(run_harness("train --no-progress --nproc 2 --config " + config.string() + " --run-dir " + two.string(),
+                    tmp.path / "two.log"), 0) << read_text(tmp.path / "two.log");
+  const std::string log = read_text(tmp.path / "two.log");
+  EXPECT_NE(log.find("data parallel: 2 ranks over gloo"), std::string::npos) << log;
+  const auto a = results::read_run_file((two / "run.h5").string());
+  const auto b = results::read_run_file((one / "run.h5").string());
+  EXPECT_EQ(a.config_ints.at("world_size"), 2);
+  EXPECT_EQ(b.config_ints.at("world_size"), 1);
+  EXPECT_EQ(a.config.at("hash"), b.config.at("hash"));  // the world size is not in the run id
+  expect_same_record(a, b, 1e-5);
+  expect_same_parameters(checkpoint_parameters(config, two), checkpoint_parameters(config, one), 1e-5);
+  // Only rank 0 writes the directory.
+  EXPECT_FALSE(fs::exists(two / "run.h5.tmp"));
+}
+
+TEST(DataParallel, ResumesWithAnotherWorldSize) {
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(20));
+  const std::string base =
+      "train --no-progress --set train.micro_batch_size=2 --config " + config.string() + " --run-dir ";
+  const auto whole = tmp.path / "whole", down = tmp.path / "down", up = tmp.path / "up";
+  ASSERT_EQ(run_harness(base + whole.string(), tmp.path / "whole.log"), 0) << read_text(tmp.path / "whole.log");
+  // 2 → 1: two ranks stop after 10 steps (interrupted, exit 130), one process finishes.
+  EXPECT_EQ(run_harness(base + down.string() + " --nproc 2 --stop-after-steps 10", tmp.path / "d1.log"), 130)
+      << read_text(tmp.path / "d1.log");
+  EXPECT_EQ(results::read_run_file((down / "run.h5").string()).status_step, 10);
+  ASSERT_EQ(run_harness(base + down.string() + " --resume", tmp.path / "d2.log"), 0) << read_text(tmp.path / "d2.log");
+  // 1 → 2.
+  EXPECT_EQ(run_harness(base + up.string() + " --stop-after-steps 10", tmp.path / "u1.log"), 130);
+  ASSERT_EQ(run_harness(base + up.string() + " --nproc 2 --resume", tmp.path / "u2.log"), 0) << read_text(tmp.path / "u2.log");
+  const auto reference = results::read_run_file((whole / "run.h5").string());
+  for (const auto& dir : {down, up}) {
+    SCOPED_TRACE(dir.string());
+    expect_same_record(results::read_run_file((dir / "run.h5").string()), reference, 1e-5);
+    expect_same_parameters(checkpoint_parameters(config, dir), checkpoint_parameters(config, whole), 1e-5);
+  }
+}
+
+TEST(DataParallel, AKilledRankStopsTheOthersNamingItAndTheRunResumes) {
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(400));
+  const auto dir = tmp.path / "run";
+  const std::string args = "train --no-progress --set run.dist_timeout=10 --set eval.every=0 --config " +
+                           config.string() + " --run-dir " + dir.string();
+  const int port = harness::dist::free_local_port();
+  const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
+  const pid_t r1 = start_rank(1, 2, port, args, tmp.path / "r1.log");
+  // Kill rank 1 once a checkpoint exists.
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(dir / "checkpoint.pt") && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(dir / "checkpoint.pt")) << read_text(tmp.path / "r0.log");
+  ::kill(r1, SIGKILL);
+  const auto killed = Clock::now();
+  EXPECT_EQ(wait_for(r1, std::chrono::seconds(5)), 128 + SIGKILL);
+  const int code = wait_for(r0, std::chrono::seconds(15));  // timeout 10 s + the roll call
+  if (code < 0) ::kill(r0, SIGKILL);
+  EXPECT_EQ(code, 1) << read_text(tmp.path / "r0.log");
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - killed).count(), 15.0);
+  const std::string log = read_text(tmp.path / "r0.log");
+  EXPECT_NE(log.find("rank 1 stopped answering"), std::string::npos) << log;
+  const auto failed = results::read_run_file((dir / "run.h5").string());
+  EXPECT_EQ(failed.state, results::RunState::kFailed);
+  EXPECT_NE(failed.reason.find("rank 1"), std::string::npos) << failed.reason;
+  // The checkpoint is intact: one process resumes it to the end.
+  ASSERT_EQ(run_harness(args + " --resume", tmp.path / "resume.log"), 0)
+      << read_text(tmp.path / "resume.log");
+  EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).state, results::RunState::kDone);
+}
+
+TEST(DataParallel, AHungRankIsNamedAfterTheTimeout) {
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(400));
+  const auto dir = tmp.path / "run";
+  const std::string args = "train --no-progress --set run.dist_timeout=3 --set eval.every=0 --config " +
+                           config.string() + " --run-dir " + dir.string();
+  const int port = harness::dist::free_local_port();
+  const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
+  const pid_t r1 = start_rank(1, 2, port, args, tmp.path / "r1.log");
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(dir / "checkpoint.pt") && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(r1, SIGSTOP);
+  const int code = wait_for(r0, std::chrono::seconds(15));
+  ::kill(r1, SIGKILL);
+  wait_for(r1, std::chrono::seconds(5));
+  if (code < 0) ::kill(r0, SIGKILL);
+  EXPECT_EQ(code, 1);
+  const std::string log = read_text(tmp.path / "r0.log");
+  EXPECT_NE(log.find("rank 1 stopped answering"), std::string::npos) << log;
+}
+
+TEST(DataParallel, RanksWithDifferentConfigsFailAtTheRendezvous) {
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(20));
+  const auto dir = tmp.path / "run";
+  const std::string args = "train --no-progress --set run.dist_timeout=10 --config " + config.string() +
+                           " --run-dir " + dir.string();
+  const int port = harness::dist::free_local_port();
+  const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
+  const pid_t r1 = start_rank(1, 2, port, args + " --set train.seed=6", tmp.path / "r1.log");
+  EXPECT_EQ(wait_for(r0, std::chrono::seconds(15)), 1);
+  EXPECT_EQ(wait_for(r1, std::chrono::seconds(15)), 1);
+  const std::string log = read_text(tmp.path / "r0.log");
+  EXPECT_NE(log.find("rank 1 has run id"), std::string::npos) << log;
+  EXPECT_NE(log.find("different configs"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+TEST(DataParallel, ABatchTheRanksDoNotDivideIsALocatedError) {
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(20));
+  const auto dir = tmp.path / "run";
+  EXPECT_EQ(run_harness("train --nproc 3 --config " + config.string() + " --run-dir " + dir.string(), tmp.path / "log"), 2);
+  const std::string log = read_text(tmp.path / "log");
+  EXPECT_NE(log.find("tiny.yaml:4:"), std::string::npos) << log;  // train.batch_size's line
+  EXPECT_NE(log.find("train.batch_size (8) is not divisible by the world size (3 ranks, from --nproc 3)"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(dir));
+  // A micro-batch that does not divide a rank's share (12 / 2 = 6): located at the key.
+  EXPECT_EQ(run_harness("train --nproc 2 --set train.batch_size=12 --set train.micro_batch_size=4 --config " +
+                        config.string() + " --run-dir " + dir.string(), tmp.path / "log2"), 2);
+  const std::string log2 = read_text(tmp.path / "log2");
+  EXPECT_NE(log2.find("--set train.micro_batch_size=4"), std::string::npos) << log2;
+  EXPECT_NE(log2.find("(12 / 2 ranks = 6)"), std::string::npos) << log2;
+  EXPECT_FALSE(fs::exists(dir));
+}
