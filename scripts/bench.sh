@@ -8,7 +8,9 @@
 #   scripts/bench.sh [BUILD_DIR] [OUT.md]       default: build, runs/bench/<UTC time>.md
 #   BENCH_THREADS=N (default 2), BENCH_QUICK=1 (a first look in a minute)
 #
-# Training against the Python peer is bench/train_vs_peer.sh (needs python3-torch; ~10 min).
+# Data-parallel scaling (bench/dist_scaling.sh: 1×1, 1×2 threads, 2 processes × 1) runs when the
+# default corpus is in data/sotu. Training against the Python peer is bench/train_vs_peer.sh
+# (needs python3-torch; ~10 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -38,6 +40,14 @@ for f in avx512f avx512bw avx2 fma; do [[ " $cpu_flags " == *" $f "* ]] && isa+=
   "$build/bench_eval_stats" --threads "$threads"
   [[ -n "${BENCH_QUICK:-}" ]] ||
     "$build/bench_eval_stats" --threads "$threads" --contexts 16384 --windows 4 --reps 3 | tail -n 1
+  echo
+  if [[ -d data/sotu ]]; then
+    echo "## Data-parallel scaling: \`bench/dist_scaling.sh $build\`"
+    echo
+    bench/dist_scaling.sh "$build" | tail -n +5
+  else
+    echo "(data-parallel scaling skipped: no corpus in data/sotu; scripts/fetch-corpus.sh data)"
+  fi
   echo
   echo "- load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$out"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Data-parallel scaling of `harness train` (#23): tokens/s of one process × 1 thread, one process ×
+# 2 threads and 2 processes (--nproc 2) × 1 thread, side by side, interleaved, on the same config,
+# with the share of the 2-rank step spent in collectives (gradient all-reduce, Muon's all-gather).
+#
+#   bench/dist_scaling.sh [BUILD_DIR]          prints a Markdown table
+#   env CONTEXTS="64 1024"   training contexts (bench/peer/bench.yaml, batch scaled to ~2k tokens)
+#   env REPEATS=2 WARMUP=5 STEPS=60
+#
+# Tokens/s from /train/seconds and /train/tokens of run.h5 over steps WARMUP+1 … STEPS (training
+# steps only); the collectives' share from the run's last "data parallel: … in collectives" line.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${1:-$ROOT/build}"
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$PWD/$BUILD_DIR" ;; esac
+HARNESS="$BUILD_DIR/harness"
+CONTEXTS="${CONTEXTS:-64 1024}"
+REPEATS="${REPEATS:-2}"
+WARMUP="${WARMUP:-5}"
+STEPS="${STEPS:-60}"
+PY=/usr/bin/python3
+[[ -x "$HARNESS" ]] || { echo "dist_scaling: $HARNESS not found" >&2; exit 1; }
+[[ -d "$ROOT/data/sotu" ]] || { echo "dist_scaling: corpus $ROOT/data/sotu missing (scripts/fetch-corpus.sh)" >&2; exit 1; }
+TMP="$(mktemp -d /tmp/dist_scaling.XXXXXX)"
+trap 'rm -rf "$TMP"' EXIT
+
+tokens_per_s() {  # run.h5 → tokens/s over steps WARMUP+1 … STEPS
+  "$PY" - "$1" "$WARMUP" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    w = int(sys.argv[2]); s = f["train/seconds"][:]; t = f["train/tokens"][:]
+    print(f"{(t[-1] - t[w - 1]) / (s[-1] - s[w - 1]):.0f}" if w > 0 else f"{t[-1] / s[-1]:.0f}")
+PY
+}
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+echo "# data-parallel scaling, $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo
+echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) logical CPUs; revision $(git -C "$ROOT" rev-parse --short HEAD)"
+echo "- config: bench/peer/bench.yaml (2 layers, d_model 128, Muon + Adam), $STEPS steps, median of $REPEATS interleaved runs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+echo "| L | batch | 1 × 1 tok/s | 1 × 2 tok/s | 2 × 1 tok/s | 2×1 / 1×1 | 2×1 / 1×2 | collectives in 2×1 |"
+echo "|---|---|---|---|---|---|---|---|"
+for L in $CONTEXTS; do
+  batch=$(( 2048 / L < 2 ? 2 : 2048 / L ))
+  batch=$(( batch % 2 ? batch + 1 : batch ))
+  set_args=(--set train.context=$L --set train.batch_size=$batch --set train.steps=$STEPS
+            --set eval.contexts=[L] --set eval.windows=2 --set run.out_dir="$TMP")
+  declare -a a=() b=() c=() share=()
+  for r in $(seq "$REPEATS"); do
+    for mode in 11 12 21; do
+      dir="$TMP/L$L-$mode-$r"
+      case $mode in
+        11) "$HARNESS" train --config "$ROOT/bench/peer/bench.yaml" "${set_args[@]}" --set run.threads=1 --run-dir "$dir" --no-progress >"$dir.log" 2>&1 ;;
+        12) "$HARNESS" train --config "$ROOT/bench/peer/bench.yaml" "${set_args[@]}" --set run.threads=2 --run-dir "$dir" --no-progress >"$dir.log" 2>&1 ;;
+        21) "$HARNESS" train --config "$ROOT/bench/peer/bench.yaml" "${set_args[@]}" --set run.threads=1 --nproc 2 --run-dir "$dir" --no-progress >"$dir.log" 2>&1 ;;
+      esac || { echo "dist_scaling: mode $mode at L = $L failed:" >&2; tail -5 "$dir.log" >&2; exit 1; }
+      v=$(tokens_per_s "$dir/run.h5")
+      case $mode in 11) a+=("$v") ;; 12) b+=("$v") ;; 21) c+=("$v")
+        share+=("$(sed -n 's/.*in collectives (\([0-9.]*\)%).*/\1/p' "$dir/train.log" | tail -n 1)") ;; esac
+    done
+  done
+  ma=$(median "${a[@]}"); mb=$(median "${b[@]}"); mc=$(median "${c[@]}"); ms=$(median "${share[@]}")
+  awk -v L="$L" -v B="$batch" -v a="$ma" -v b="$mb" -v c="$mc" -v s="$ms" \
+    'BEGIN { printf "| %s | %s | %s | %s | %s | %.2f× | %.2f× | %s%% |\n", L, B, a, b, c, c / a, c / b, s }'
+  unset a b c share
+done
+echo
+echo "Targets (#23, this 2-core machine): 2 × 1 ≥ 1.8× the 1 × 1 and ≥ 1.2× the 1 × 2."
