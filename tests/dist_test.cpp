@@ -320,3 +320,58 @@ TEST(DataParallel, ABatchTheRanksDoNotDivideIsALocatedError) {
   EXPECT_NE(log2.find("(12 / 2 ranks = 6)"), std::string::npos) << log2;
   EXPECT_FALSE(fs::exists(dir));
 }
+
+TEST(DataParallel, ASweepRunsEachRunAsTwoLocalRanks) {
+  test_support::TempDir tmp;
+  std::ofstream(tmp.path / "sweep.yaml")
+      << "name: dp\nbase:\n  data: {corpus: '" << HARNESS_TEST_DATA << "/sotu'}\n"
+      << "  model: {layers: 1, d_model: 32, heads: 2}\n  train: {context: 16, batch_size: 4, steps: 10}\n"
+      << "  eval: {contexts: [L], windows: 4}\n  run: {out_dir: '" << (tmp.path / "runs").string() << "'}\n"
+      << "seeds: [0]\n";
+  ASSERT_EQ(run_harness("sweep run " + (tmp.path / "sweep.yaml").string() + " --nproc-per-run 2 --no-live",
+                        tmp.path / "log"), 0) << read_text(tmp.path / "log");
+  int runs = 0;
+  for (const auto& entry : fs::directory_iterator(tmp.path / "runs" / "dp")) {
+    if (!fs::exists(entry.path() / "run.h5")) continue;
+    const auto r = results::read_run_file((entry.path() / "run.h5").string());
+    EXPECT_EQ(r.state, results::RunState::kDone);
+    EXPECT_EQ(r.config_ints.at("world_size"), 2);
+    ++runs;
+  }
+  EXPECT_EQ(runs, 1);
+}
+
+TEST(DataParallel, SigtermToTheLauncherCheckpointsEveryRankAtOneStep) {
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(2000));
+  const auto dir = tmp.path / "run";
+  const std::string args = "train --no-progress --nproc 2 --set eval.every=0 --config " + config.string() +
+                           " --run-dir " + dir.string();
+  const pid_t launcher = ::fork();
+  if (launcher == 0) {
+    const std::string cmd = std::string("exec ") + HARNESS_BINARY + " " + args + " > " +
+                            (tmp.path / "log").string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(dir / "checkpoint.pt") && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(dir / "checkpoint.pt")) << read_text(tmp.path / "log");
+  ::kill(launcher, SIGTERM);
+  const int code = wait_for(launcher, std::chrono::seconds(30));
+  if (code < 0) ::kill(launcher, SIGKILL);
+  EXPECT_EQ(code, 130) << read_text(tmp.path / "log");
+  const auto r = results::read_run_file((dir / "run.h5").string());
+  EXPECT_EQ(r.state, results::RunState::kInterrupted);
+  EXPECT_LT(r.status_step, 2000);
+  // The checkpoint is the stop's: resuming continues from that step.
+  ASSERT_EQ(run_harness("train --no-progress --resume --set train.steps=" + std::to_string(r.status_step + 5) +
+                            " --set eval.every=0 --config " + config.string() + " --run-dir " + dir.string(),
+                        tmp.path / "resume.log"), 2)
+      << "a changed train.steps is a changed run: refused";
+  ASSERT_EQ(run_harness("train --no-progress --resume --stop-after-steps 5 --set eval.every=0 --config " +
+                            config.string() + " --run-dir " + dir.string(), tmp.path / "resume.log"), 130)
+      << read_text(tmp.path / "resume.log");
+  EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).status_step, r.status_step + 5);
+}

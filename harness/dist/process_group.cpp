@@ -7,8 +7,14 @@
 #include <unistd.h>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+// A pip torch's LibTorch ships no Gloo headers (Debian's comes with libgloo-dev): without them
+// only the NCCL path is built.
+#if defined(USE_C10D_GLOO) && __has_include(<gloo/algorithm.h>)
+#define HARNESS_C10D_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -99,7 +105,9 @@ void unflatten(const torch::Tensor& flat_in, std::vector<torch::Tensor>& tensors
 
 struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
+#ifdef HARNESS_C10D_GLOO
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+#endif
 #ifdef USE_C10D_NCCL
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
 #endif
@@ -168,6 +176,7 @@ ProcessGroup::ProcessGroup(const World& world, const std::string& run_id,
   if (device.is_cuda())
     throw std::runtime_error("data-parallel training on CUDA needs a LibTorch built with NCCL "
                              "(USE_C10D_NCCL); this one has Gloo only: use run.device: cpu");
+#ifdef HARNESS_C10D_GLOO
   auto options = c10d::ProcessGroupGloo::Options::create(timeout_);
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
   if (ifname && *ifname) {
@@ -184,6 +193,10 @@ ProcessGroup::ProcessGroup(const World& world, const std::string& run_id,
     throw std::runtime_error("connecting the Gloo ranks (" + rank_text + ") failed within " +
                              seconds_text(timeout_) + ": " + e.what());
   }
+#else
+  throw std::runtime_error("data-parallel training on the CPU needs c10d's Gloo backend, and this "
+                           "build has no Gloo headers (Debian: libgloo-dev)");
+#endif
 }
 
 ProcessGroup::~ProcessGroup() = default;
@@ -233,7 +246,9 @@ void ProcessGroup::run(const char* what, Op&& op) {
       return;
     }
 #endif
+#ifdef HARNESS_C10D_GLOO
     op(*impl_->gloo)->wait(timeout_);
+#endif
   } catch (const std::exception& e) {
     fail(what, e.what());
   }

@@ -135,6 +135,7 @@ class TrainingSession {
     share_ = shares.per_rank;
     micro_ = shares.micro_batch;
     if (!world_.distributed()) return;
+    if (!lead()) spdlog::set_level(spdlog::level::warn);  // rank 0 tells what the data layer loads
     torch::Device device = pick_device(loaded_);
     if (device.is_cuda()) device = torch::Device(torch::kCUDA, world_.local_rank);
     group_ = std::make_unique<dist::ProcessGroup>(
