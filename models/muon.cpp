@@ -58,15 +58,18 @@ Muon::Muon(std::vector<torch::Tensor> params, MuonOptions options)
 
 namespace {
 
+// Newton–Schulz FLOPs of a matrix, up to a constant: ∝ min(r, c)²·max(r, c).
+int64_t newton_schulz_cost(const torch::Tensor& p) {
+  const int64_t r = p.size(0), c = p.size(1);
+  return std::min(r, c) * std::min(r, c) * std::max(r, c);
+}
+
 // The rank that orthogonalises each matrix: costliest first, each to the least-loaded rank
 // (ties: the lowest rank), so every rank computes the same assignment.
 std::vector<int> assign_owners(const std::vector<torch::Tensor>& params, int world) {
   std::vector<int> owner(params.size(), 0);
   if (world <= 1) return owner;
-  const auto cost = [&](size_t i) {  // Newton–Schulz FLOPs ∝ min(r, c)²·max(r, c)
-    const int64_t r = params[i].size(0), c = params[i].size(1);
-    return std::min(r, c) * std::min(r, c) * std::max(r, c);
-  };
+  const auto cost = [&](size_t i) { return newton_schulz_cost(params[i]); };
   std::vector<size_t> order(params.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost(a) > cost(b); });
@@ -97,10 +100,7 @@ void Muon::step(double lr_factor, Collectives* group) {
   std::vector<size_t> mine;  // costliest first
   for (size_t i = 0; i < params_.size(); ++i)
     if (updates[i].defined() && owner[i] == rank) mine.push_back(i);
-  const auto cost = [&](size_t i) {
-    const int64_t r = params_[i].size(0), c = params_[i].size(1);
-    return std::min(r, c) * std::min(r, c) * std::max(r, c);
-  };
+  const auto cost = [&](size_t i) { return newton_schulz_cost(params_[i]); };
   std::stable_sort(mine.begin(), mine.end(), [&](size_t a, size_t b) { return cost(a) > cost(b); });
   const auto orthogonalise = [&](size_t i) {
     torch::NoGradGuard guard;  // thread-local: set in each worker

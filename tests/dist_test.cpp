@@ -91,6 +91,14 @@ int wait_for(pid_t pid, std::chrono::seconds limit) {
   return -1;
 }
 
+// Waits (at most 2 minutes) until the run in `dir` has written its first checkpoint.
+bool wait_for_checkpoint(const fs::path& dir) {
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(dir / "checkpoint.pt") && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  return fs::exists(dir / "checkpoint.pt");
+}
+
 void expect_close(double a, double b, double rel, const std::string& what) {
   EXPECT_LE(std::fabs(a - b), rel * std::max(1.0, std::fabs(b))) << what << ": " << a << " vs " << b;
 }
@@ -242,10 +250,7 @@ TEST(DataParallel, AKilledRankStopsTheOthersNamingItAndTheRunResumes) {
   const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
   const pid_t r1 = start_rank(1, 2, port, args, tmp.path / "r1.log");
   // Kill rank 1 once a checkpoint exists.
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
-  while (!fs::exists(dir / "checkpoint.pt") && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(fs::exists(dir / "checkpoint.pt")) << read_text(tmp.path / "r0.log");
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
   ::kill(r1, SIGKILL);
   const auto killed = Clock::now();
   EXPECT_EQ(wait_for(r1, std::chrono::seconds(5)), 128 + SIGKILL);
@@ -273,9 +278,7 @@ TEST(DataParallel, AHungRankIsNamedAfterTheTimeout) {
   const int port = harness::dist::free_local_port();
   const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
   const pid_t r1 = start_rank(1, 2, port, args, tmp.path / "r1.log");
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
-  while (!fs::exists(dir / "checkpoint.pt") && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
   ::kill(r1, SIGSTOP);
   const int code = wait_for(r0, std::chrono::seconds(15));
   ::kill(r1, SIGKILL);
@@ -354,10 +357,7 @@ TEST(DataParallel, SigtermToTheLauncherCheckpointsEveryRankAtOneStep) {
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  const auto deadline = Clock::now() + std::chrono::seconds(120);
-  while (!fs::exists(dir / "checkpoint.pt") && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(fs::exists(dir / "checkpoint.pt")) << read_text(tmp.path / "log");
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "log");
   ::kill(launcher, SIGTERM);
   const int code = wait_for(launcher, std::chrono::seconds(30));
   if (code < 0) ::kill(launcher, SIGKILL);
