@@ -374,7 +374,10 @@ class TrainingSession {
     std::vector<torch::Tensor> sums;
     for (const auto& p : setup_->model->parameters())
       if (p.grad().defined()) sums.push_back(p.grad());
-    sums.push_back(torch::tensor({loss_sum, interrupt_requested() ? 1.0 : 0.0}, torch::kDouble));
+    // In the gradients' dtype, so that the bucket is one collective (float32: the loss to ~1e-7).
+    const auto dtype = sums.empty() ? torch::kDouble : sums.front().scalar_type();
+    sums.push_back(torch::tensor({loss_sum, interrupt_requested() ? 1.0 : 0.0}, torch::kDouble)
+                       .to(sums.empty() ? torch::kCPU : sums.front().device(), dtype));
     group_->all_reduce_sum(sums);
     stop_flag_ = sums.back()[1].item<double>() > 0;
     return sums.back()[0].item<double>();
