@@ -21,18 +21,20 @@ using harness::InputError;
 namespace {
 
 // The settings an analysis was made at: the same settings, the same numbers.
-std::map<std::string, std::string> settings(int64_t windows, int64_t queries, uint64_t seed,
-                                            int64_t step) {
-  return {{"windows", std::to_string(windows)},
-          {"queries_per_window", std::to_string(queries)},
-          {"eval_seed", std::to_string(seed)},
-          {"checkpoint_step", std::to_string(step)}};
+std::map<std::string, results::Attribute> settings(int64_t windows, int64_t queries, uint64_t seed,
+                                                   int64_t step) {
+  return {{"windows", windows},
+          {"queries_per_window", queries},
+          {"eval_seed", int64_t(seed)},
+          {"checkpoint_step", step}};
 }
 
-bool same_settings(const results::DatasetGroup& g, const std::map<std::string, std::string>& s) {
+// Compared as text: files written before attributes were numbers hold "16" where these hold 16.
+bool same_settings(const results::DatasetGroup& g, const std::map<std::string, results::Attribute>& s) {
   for (const auto& [key, value] : s) {
     const auto it = g.attributes.find(key);
-    if (it == g.attributes.end() || it->second != value) return false;
+    if (it == g.attributes.end() || results::attribute_text(it->second) != results::attribute_text(value))
+      return false;
   }
   return true;
 }
@@ -101,7 +103,7 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
     for (const auto& [key, value] : wanted) g.attributes[key] = value;
     g.arrays["loss"] = {{1}, {r.loss}, "nats/token, mean over the windows"};
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    g.attributes["seconds"] = fmt::format("{:.1f}", seconds);
+    g.attributes["seconds"] = seconds;
     done[T] = std::move(g);
     out.analysed.push_back(T);
     if (progress)

@@ -118,6 +118,7 @@ StepSampler::StepSampler(torch::Tensor y, int64_t rows) : y_(std::move(y)) {
   torch::NoGradGuard no_grad;
   const int64_t m = std::min<int64_t>(rows, y_.size(0));
   cosines_ = y_.narrow(0, 0, m).mm(y_.t());  // (m, n)
+  rows_c_in_ = mean_pairwise_cosine(y_.narrow(0, 0, m));
 }
 
 StepStatistics StepSampler::statistics(double beta) const {
@@ -362,12 +363,13 @@ CriticalScalingResult run_critical_scaling(const CriticalScalingConfig& config,
         std::vector<StepSampler> samplers;
         std::vector<CausalSampler> causal;
         std::vector<torch::Tensor> hutchinson_tokens;  // (n, d) in the Hutchinson dtype
-        double c_in = 0;
+        double c_in = 0, rows_c_in = 0;  // over all pairs; over the sampled rows (λ's, as c_out's)
         for (int64_t t = 0; t < config.trials; ++t) {
           auto generator = at::detail::createCPUGenerator(cell_seed(config.seed, n, d, rho, t, 0));
           auto y = correlated_tokens(n, d, rho, generator, dtype);  // (n, d)
           c_in += mean_pairwise_cosine(y) / trials;
           samplers.emplace_back(y, config.rows);
+          rows_c_in += samplers.back().rows_input_cosine() / trials;
           hutchinson_tokens.push_back(y.to(config.hutchinson_float64 ? torch::kFloat64 : torch::kFloat32));
           causal.emplace_back(y, config.causal_rows);
         }
@@ -405,7 +407,7 @@ CriticalScalingResult run_critical_scaling(const CriticalScalingConfig& config,
           }
           r.c_out[k] = c_out;
           r.c_out_se[k] = std::sqrt(c_out_var);
-          r.lambda[k] = angle_ratio(c_out, c_in);
+          r.lambda[k] = angle_ratio(c_out, rows_c_in);
           r.self_weight[k] = self;
           r.self_weight_se[k] = std::sqrt(self_var);
           r.entropy[k] = entropy;

@@ -10,7 +10,9 @@
 //   step    A = softmax_row(β·Y·Yᵀ),  y'_i = N(Σ_j A_ij·y_j),  N(u) = u/|u|
 // Measured per (n, d, ρ, γ):
 //   c_in      mean pairwise input cosine (exact, all n(n−1) pairs)
-//   c_out     mean pairwise output cosine; λ = arccos(c_out)/arccos(c_in) (0: collapse, 1: identity)
+//   c_out     mean pairwise output cosine among the sampled query rows;
+//   λ         arccos(c_out)/arccos(c_in of the same rows) (0: collapse, 1: identity): both cosines
+//             over the same tokens, so that λ = 1 exactly when the step is the identity
 //   A_ii      mean self-weight;  entropy: mean row entropy −Σ_j A_ij ln A_ij / ln n ∈ [0, 1]
 //   η         ‖∂Y'/∂Y‖²_F/(n·d): the Jacobian of the step as a map of the unit tokens Y (n, d) in
 //             ambient coordinates. Identity phase: η → (d−1)/d (the normalisation's projection);
@@ -80,6 +82,8 @@ class StepSampler {
  public:
   StepSampler(torch::Tensor y, int64_t rows);
   StepStatistics statistics(double beta) const;
+  // The mean pairwise input cosine among the sampled rows: λ's denominator (c_out is over them).
+  double rows_input_cosine() const { return rows_c_in_; }
   double mean_self_weight(double beta) const;  // A_ii alone (no A·Y): for the γ̂_c search
   const torch::Tensor& tokens() const { return y_; }
   int64_t n() const { return y_.size(0); }
@@ -88,6 +92,7 @@ class StepSampler {
  private:
   torch::Tensor y_;        // (n, d)
   torch::Tensor cosines_;  // (rows, n): y_r·y_j
+  double rows_c_in_ = 0;
 };
 
 struct Estimate {

@@ -33,7 +33,8 @@ const PerPointSpec kPerPoint[] = {
      "mean pairwise cosine of the outputs y'_i (over the sampled query rows)"},
     {"c_out_se", &CriticalScalingResult::c_out_se, "cosine", "standard error of c_out from the row sampling"},
     {"lambda", &CriticalScalingResult::lambda, "1",
-     "arccos(c_out)/arccos(c_in): 0 = collapse to one direction, 1 = angles kept"},
+     "arccos(c_out)/arccos(c_in), both over the sampled query rows: 0 = collapse to one "
+     "direction, 1 = angles kept"},
     {"self_weight", &CriticalScalingResult::self_weight, "attention weight",
      "mean A_ii over the sampled query rows"},
     {"self_weight_se", &CriticalScalingResult::self_weight_se, "attention weight",

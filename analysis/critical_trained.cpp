@@ -135,7 +135,9 @@ std::string format_trained_report(const TrainedLognReport& r) {
   }
   out += "c_k: content keys (QK-normed, before any rotary encoding); c_k(rot): the keys the kernel "
          "sees; ratio = gamma_eff/gamma_c;\nside from the kernel's keys: ratio < 0.9 collapse, "
-         "> 1.1 identity (sharp), else near critical\n";
+         "> 1.1 identity (sharp), else near critical\n"
+         "heuristic: gamma_c = 1/(1 - c) is the paper's for tokens attending to themselves (queries "
+         "= keys); in a trained model queries differ from keys, so the side is indicative only\n";
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <stdexcept>
 
@@ -208,9 +209,9 @@ std::vector<TheoryTransform> entropy_theory(const EntropyTheoryOptions& o,
     g.attributes["description"] = m.kind == "standard" ? "logit = s, s ~ N(0, 1) IID per key"
                                   : m.kind == "logn"   ? fmt::format("logit = {}*ln(N)*s", o.logn_scale)
                                                        : fmt::format("logit = a_t*s + m_t, tau = {}", m.tau);
-    if (m.kind == "scale-invariant") g.attributes["tau"] = fmt::format("{}", m.tau);
-    if (m.kind == "logn") g.attributes["logn_scale"] = fmt::format("{}", o.logn_scale);
-    g.attributes["range_keys"] = std::to_string(nr_keys);
+    if (m.kind == "scale-invariant") g.attributes["tau"] = double(m.tau);
+    if (m.kind == "logn") g.attributes["logn_scale"] = double(o.logn_scale);
+    g.attributes["range_keys"] = int64_t(nr_keys);
     g.integers["context"] = contexts;
     g.integer_units["context"] = "keys N the query attends to";
     g.integers["band_edges"] = widest.band_edges;
@@ -231,6 +232,11 @@ std::vector<TheoryTransform> entropy_theory(const EntropyTheoryOptions& o,
     put(g, "range_entropy", {int64_t(nr)}, range_entropy,
         "nats, of the attention renormalised within the range");
     put(g, "range_total", {int64_t(nr)}, range_total, "sum of exp(logit) over the range (unnormalised)");
+    // A sum of log-normals: rare large draws dominate its variance, so the sample's spread
+    // understates the error at large t by up to ~20x (Delta = 10, t = 10^4: 2.6 vs 51 exact).
+    g.arrays["range_total_se"].units =
+        "standard error over trials as sampled: understates a log-normal sum's true error at large t"
+        " (scale-invariant transforms: lemma1_se is the exact one)";
     if (m.kind == "scale-invariant") {
       // Lemma 1: E[e^(a_t s + m_t)] = e^(a_t^2/2 + m_t) = α·τ/(t + τ), α = e^½.
       // The Monte Carlo total is a sum of log-normals, Var e^(a s + m) = e^(2m)(e^(2a²) − e^(a²)):
@@ -254,31 +260,45 @@ std::vector<TheoryTransform> entropy_theory(const EntropyTheoryOptions& o,
       g.arrays["lemma1_se"] = array({int64_t(nr)}, se,
                                     "exact standard error of the Monte Carlo range_total (log-normal sum)");
     }
-    // Fits of the range entropy per Δ.
+    // Fits of the range entropy per Δ, on every range and on t ≥ 10: with t = 1 (for Δ = 2 a
+    // one-key range, entropy 0) the √(ln t) shape wins; from t = 10 the two fit about as well.
     std::vector<int64_t> ratios;
-    std::vector<double> fit_ln, fit_sqrt;
+    std::vector<double> fits[2][2];  // [all t, t ≥ 10][ln t, √(ln t)]: slope, intercept, R² per Δ
+    constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
     for (const int64_t ratio : o.range_ratios) {
-      std::vector<double> x_ln, x_sqrt, y;
+      std::vector<double> x[2][2], y[2];
       for (size_t r = 0; r < nr; ++r)
         if (range_layout.range_ratio[r] == ratio) {
           const double t = double(range_layout.range_start[r]);
-          x_ln.push_back(std::log(t));
-          x_sqrt.push_back(std::sqrt(std::log(t)));
-          y.push_back(range_entropy[r].mean);
+          for (int from10 = 0; from10 < 2; ++from10) {
+            if (from10 && t < 10) continue;
+            x[from10][0].push_back(std::log(t));
+            x[from10][1].push_back(std::sqrt(std::log(t)));
+            y[from10].push_back(range_entropy[r].mean);
+          }
         }
-      if (y.size() < 2) continue;
+      if (y[0].size() < 2) continue;
       ratios.push_back(ratio);
-      for (const auto& [x, dest] : {std::pair{&x_ln, &fit_ln}, std::pair{&x_sqrt, &fit_sqrt}}) {
-        const LineFit f = fit_line(*x, y);
-        dest->insert(dest->end(), {f.slope, f.intercept, f.r2});
-      }
+      for (int from10 = 0; from10 < 2; ++from10)
+        for (int shape = 0; shape < 2; ++shape) {
+          if (y[from10].size() < 2) {
+            fits[from10][shape].insert(fits[from10][shape].end(), {kNaN, kNaN, kNaN});
+            continue;
+          }
+          const LineFit f = fit_line(x[from10][shape], y[from10]);
+          fits[from10][shape].insert(fits[from10][shape].end(), {f.slope, f.intercept, f.r2});
+        }
     }
     g.integers["fit_ratio"] = ratios;
     g.integer_units["fit_ratio"] = "Delta of each fit row";
-    g.arrays["fit_ln_t"] = array({int64_t(ratios.size()), 3}, fit_ln,
+    const int64_t nf = int64_t(ratios.size());
+    g.arrays["fit_ln_t"] = array({nf, 3}, fits[0][0],
                                  "slope, intercept, R^2 of range_entropy = slope*ln(t) + intercept");
-    g.arrays["fit_sqrt_ln_t"] = array({int64_t(ratios.size()), 3}, fit_sqrt,
+    g.arrays["fit_sqrt_ln_t"] = array({nf, 3}, fits[0][1],
                                       "slope, intercept, R^2 of range_entropy = slope*sqrt(ln t) + intercept");
+    g.arrays["fit_ln_t_from10"] = array({nf, 3}, fits[1][0], "as fit_ln_t, on the ranges with t >= 10");
+    g.arrays["fit_sqrt_ln_t_from10"] = array({nf, 3}, fits[1][1],
+                                             "as fit_sqrt_ln_t, on the ranges with t >= 10");
     if (progress) progress(fmt::format("{}: ranges at N = {}", m.name, nr_keys));
   }
   return out;

@@ -127,13 +127,14 @@ class RowSegments {
 void add_row(const double* l, int64_t n, const StatsLayout& layout, StatsSums& sums) {
   const RowSegments segment(l, n);
   const Segment row = segment(0, n);
-  sums.entropy += row.lse - row.mean_logit;
+  // Entropies are ≥ 0; a one-key segment's lse − mean_logit rounds to ±1e-17: clamp at 0.
+  sums.entropy += std::max(0.0, row.lse - row.mean_logit);
   for (size_t b = 0; b < layout.bands(); ++b) {
     const int64_t begin = layout.band_edges[b], end = std::min(layout.band_edges[b + 1], n);
     if (begin >= end) continue;
     const Segment s = segment(begin, end);
     sums.band_mass[b] += std::exp(s.lse - row.lse);
-    sums.band_entropy[b] += s.lse - s.mean_logit;
+    sums.band_entropy[b] += std::max(0.0, s.lse - s.mean_logit);
     ++sums.band_rows[b];
   }
   sums.recent_mass += std::exp(segment(0, std::min(layout.recent, n)).lse - row.lse);
@@ -142,7 +143,7 @@ void add_row(const double* l, int64_t n, const StatsLayout& layout, StatsSums& s
     if (end > n) continue;
     const Segment s = segment(begin, end);
     sums.range_mass[r] += std::exp(s.lse - row.lse);
-    sums.range_entropy[r] += s.lse - s.mean_logit;
+    sums.range_entropy[r] += std::max(0.0, s.lse - s.mean_logit);
     ++sums.range_rows[r];
   }
   ++sums.rows;

@@ -1,10 +1,19 @@
 #include "results/dataset_group.h"
 
+#include <cstdio>
 #include <stdexcept>
 
 #include "results/hdf5_io.h"
 
 namespace results {
+
+std::string attribute_text(const Attribute& a) {
+  if (const auto* text = std::get_if<std::string>(&a)) return *text;
+  if (const auto* integer = std::get_if<int64_t>(&a)) return std::to_string(*integer);
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.17g", std::get<double>(a));
+  return buffer;
+}
 
 size_t Array::row_size() const {
   size_t n = 1;
@@ -43,7 +52,7 @@ void DatasetGroup::truncate_rows(size_t n) {
 
 void write_group(hid_t parent, const std::string& name, const DatasetGroup& group) {
   h5::Handle g = h5::create_group(parent, name);
-  for (const auto& [key, value] : group.attributes) h5::write_string_attr(g, key, value);
+  for (const auto& [key, value] : group.attributes) h5::write_attribute(g, key, value);
   for (const auto& [key, a] : group.arrays) {
     size_t count = 1;
     for (const auto d : a.shape) count *= size_t(d);
@@ -64,7 +73,7 @@ DatasetGroup read_group(hid_t parent, const std::string& name) {
   h5::Handle g = h5::open_group(parent, name);
   DatasetGroup out;
   for (const auto& key : h5::attribute_names(g))
-    if (h5::attr_is_string(g, key)) out.attributes[key] = h5::read_string_attr(g, key);
+    out.attributes[key] = h5::read_attribute(g, key);
   for (const auto& key : h5::member_names(g)) {
     h5::Handle ds(H5Dopen2(g, key.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + key);
     const std::string units = H5Aexists(ds, "units") > 0 ? h5::read_string_attr(ds, "units") : "";

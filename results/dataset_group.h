@@ -1,5 +1,5 @@
 // A group of plain HDF5 datasets, held in memory: float64 arrays of any rank with their shape and
-// units, int64 vectors (band edges, grids), and string attributes. What the attention statistics
+// units, int64 vectors (band edges, grids), and attributes (text, integers, numbers). What the attention statistics
 // (/eval/<T>/attention, /analysis/<T>/attention) and the theory files are made of, so that one
 // writer and one reader serve them all (results/hdf5_io.h), and h5py reads them without our code.
 #pragma once
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace results {
@@ -22,11 +23,17 @@ struct Array {
   size_t row_size() const;
 };
 
+// An HDF5 attribute: a number is stored as a number (h5py users compare them), text as UTF-8.
+using Attribute = std::variant<std::string, int64_t, double>;
+// The attribute as text (integers exactly, numbers with %.17g): to compare with files written
+// when every attribute was a string.
+std::string attribute_text(const Attribute& a);
+
 struct DatasetGroup {
   std::map<std::string, Array> arrays;
   std::map<std::string, std::vector<int64_t>> integers;   // 1-D int64 datasets
   std::map<std::string, std::string> integer_units;
-  std::map<std::string, std::string> attributes;          // string attributes of the group
+  std::map<std::string, Attribute> attributes;            // attributes of the group
 
   bool empty() const { return arrays.empty() && integers.empty(); }
   // Appends `row` as one more leading index: a row array of shape S becomes (E + 1, S...) here.

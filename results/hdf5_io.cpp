@@ -119,6 +119,23 @@ bool attr_is_string(hid_t obj, const std::string& name) {
   return H5Tget_class(type) == H5T_STRING;
 }
 
+void write_attribute(hid_t obj, const std::string& name, const Attribute& value) {
+  if (const auto* text = std::get_if<std::string>(&value)) write_string_attr(obj, name, *text);
+  else if (const auto* integer = std::get_if<int64_t>(&value)) write_int_attr(obj, name, *integer);
+  else write_double_attr(obj, name, std::get<double>(value));
+}
+
+Attribute read_attribute(hid_t obj, const std::string& name) {
+  Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
+  Handle type(H5Aget_type(attr), H5Tclose, "get attribute type");
+  switch (H5Tget_class(type)) {
+    case H5T_STRING: return read_string_attr(obj, name);
+    case H5T_INTEGER: return read_int_attr(obj, name);
+    case H5T_FLOAT: return read_double_attr(obj, name);
+    default: throw std::runtime_error("attribute " + name + ": not a string, integer or number");
+  }
+}
+
 std::string read_string_attr(hid_t obj, const std::string& name) {
   Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
   Handle file_type(H5Aget_type(attr), H5Tclose, "get attribute type");

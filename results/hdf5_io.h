@@ -49,6 +49,9 @@ int64_t read_int_attr(hid_t obj, const std::string& name);
 double read_double_attr(hid_t obj, const std::string& name);
 bool has_attr(hid_t obj, const std::string& name);
 bool attr_is_string(hid_t obj, const std::string& name);
+// A string, integer or floating-point scalar attribute, as its type.
+void write_attribute(hid_t obj, const std::string& name, const Attribute& value);
+Attribute read_attribute(hid_t obj, const std::string& name);
 
 // A chunked dataset of `dims` (rank ≥ 1), extendible along the first dimension, with a `units`
 // attribute; mem_type H5T_NATIVE_DOUBLE or H5T_NATIVE_INT64.

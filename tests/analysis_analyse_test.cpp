@@ -64,8 +64,10 @@ TEST(AttentionStatsInRuns, EveryValidationWritesThem) {
       EXPECT_GT(last(entropy, lh), 0.0);
       EXPECT_LE(last(entropy, lh), std::log(double(T)) + 1e-9);
     }
-    EXPECT_EQ(g.attributes.at("queries_per_window"), "8");
-    EXPECT_EQ(g.attributes.at("query_rows"), "32");  // 4 windows × 8
+    // Numbers stored as numbers (h5py users compare them), not as text.
+    EXPECT_EQ(std::get<int64_t>(g.attributes.at("queries_per_window")), 8);
+    EXPECT_EQ(std::get<int64_t>(g.attributes.at("query_rows")), 32);  // 4 windows × 8
+    EXPECT_EQ(std::get<int64_t>(g.attributes.at("context")), T);
   }
 }
 
@@ -88,6 +90,9 @@ TEST(AttentionStatsInRuns, AnalyseMatchesTheLastValidationAndSkipsWhatItHasDone)
     EXPECT_GT(a.arrays.at("score_std").values[0], 0.0);
     EXPECT_EQ(a.arrays.at("qq_score").shape, (std::vector<int64_t>{2, 99}));
     EXPECT_NEAR(a.arrays.at("qq_normal").values[49], 0.0, 1e-12);  // the median
+    // The settings as numbers, not text.
+    EXPECT_EQ(std::get<int64_t>(a.attributes.at("checkpoint_step")), 10);
+    EXPECT_GE(std::get<double>(a.attributes.at("seconds")), 0.0);
   }
   // The validation history survives the analysis.
   EXPECT_EQ(r.eval.at(32).loss.size(), 2u);

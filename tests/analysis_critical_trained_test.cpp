@@ -101,6 +101,7 @@ TEST(CriticalTrained, ReportsEffectiveGammaAndKeyCosinesOfALognRun) {
   EXPECT_NE(report.table[0].key_cosine_rotated, report.table[0].key_cosine);
   const std::string text = analysis::format_trained_report(report);
   EXPECT_NE(text.find("gamma_eff"), std::string::npos);
+  EXPECT_NE(text.find("heuristic"), std::string::npos);  // queries are not keys in a trained model
 }
 
 TEST(CriticalTrained, ARunWithoutLognIsAnInputError) {

@@ -54,7 +54,7 @@ TEST(TheoryEntropy, StandardAttentionEntropyIsLogNMinusHalf) {
 TEST(TheoryEntropy, ScaleInvariantTotalAttentionFollowsLemmaOne) {
   auto o = small();
   o.contexts = {100};
-  o.trials = 4096;  // a log-normal sum: many trials for a tight check
+  o.trials = 16384;  // a log-normal sum: many trials for a tight check
   o.range_keys = 1000;
   const auto theory = analysis::entropy_theory(o);
   const auto& si = theory[2];
@@ -62,20 +62,78 @@ TEST(TheoryEntropy, ScaleInvariantTotalAttentionFollowsLemmaOne) {
   const auto& total = array_of(si, "range_total");
   const auto& lemma = array_of(si, "lemma1_sum");
   const auto& se = array_of(si, "lemma1_se");  // exact: the sample's own understates a log-normal sum's
+  const auto& start = si.datasets.integers.at("range_start");
   ASSERT_GT(total.values.size(), 5u);
+  // Where the exact standard error is below 1.5% of the sum (the few-key ranges at small t),
+  // within 3 of them: under 4.5%, so a Monte Carlo or a Lemma 1 sum 5% off fails. Beyond, the
+  // rare large draws that carry a log-normal sum's mean are mostly unsampled (its sample mean
+  // falls short), so only 4 exact errors there.
+  int tight = 0;
   for (size_t r = 0; r < total.values.size(); ++r) {
+    if (se.values[r] < 0.015 * lemma.values[r]) {
+      ++tight;
+      EXPECT_NEAR(total.values[r] / lemma.values[r], 1.0, 3 * se.values[r] / lemma.values[r])
+          << "range " << r << " t " << start[r];
+    }
     EXPECT_NEAR(total.values[r], lemma.values[r], 4 * se.values[r]) << "range " << r;
-    EXPECT_LT(se.values[r], 0.1 * lemma.values[r]) << "range " << r;  // a tight check
   }
-  // The limit α·τ·ln Δ is approached from above as t grows (Σ 1/(k+τ) > ln Δ for t ≫ τ? below).
+  EXPECT_GE(tight, 3);
+  // Lemma 1's sum, written out: α·τ·Σ_{k=t}^{tΔ−1} 1/(k+τ), α = e^½; its large-t limit α·τ·ln Δ.
   const auto& ratio = si.datasets.integers.at("range_ratio");
   const auto& limit = array_of(si, "lemma1_limit");
-  for (size_t r = 0; r < ratio.size(); ++r)
+  for (size_t r = 0; r < ratio.size(); ++r) {
+    double sum = 0;
+    for (int64_t k = start[r]; k < start[r] * ratio[r]; ++k) sum += 1.0 / (double(k) + 10.0);
+    EXPECT_NEAR(lemma.values[r], std::exp(0.5) * 10 * sum, 1e-12 * lemma.values[r]);
     EXPECT_NEAR(limit.values[r], std::exp(0.5) * 10 * std::log(double(ratio[r])), 1e-12);
-  // Fits exist for every Δ with R² in [0, 1].
-  const auto& fit = array_of(si, "fit_ln_t");
-  EXPECT_EQ(fit.shape, (std::vector<int64_t>{3, 3}));
-  for (size_t k = 0; k < 3; ++k) EXPECT_LE(fit.values[k * 3 + 2], 1.0);
+  }
+}
+
+// The fits against the closed-form least squares on the file's own points, solved here through
+// the normal equations [n Σx; Σx Σx²]·(b, a) = (Σy, Σxy), on every range and on t ≥ 10.
+TEST(TheoryEntropy, RangeEntropyFitsAreTheLeastSquaresLines) {
+  auto o = small();
+  o.contexts = {100};
+  o.trials = 32;
+  o.range_keys = 1000;
+  const auto theory = analysis::entropy_theory(o);
+  for (const auto& transform : theory) {
+    const auto& g = transform.datasets;
+    const auto& start = g.integers.at("range_start");
+    const auto& ratio = g.integers.at("range_ratio");
+    const auto& entropy = g.arrays.at("range_entropy").values;
+    const auto& fit_ratio = g.integers.at("fit_ratio");
+    ASSERT_EQ(fit_ratio.size(), o.range_ratios.size());
+    for (const auto& [name, from] : {std::pair{"", 1}, std::pair{"_from10", 10}})
+      for (const bool sqrt_shape : {false, true}) {
+        const auto& fit = g.arrays.at(std::string(sqrt_shape ? "fit_sqrt_ln_t" : "fit_ln_t") + name);
+        ASSERT_EQ(fit.shape, (std::vector<int64_t>{int64_t(fit_ratio.size()), 3}));
+        for (size_t k = 0; k < fit_ratio.size(); ++k) {
+          long double n = 0, sx = 0, sxx = 0, sy = 0, sxy = 0, syy = 0;
+          for (size_t r = 0; r < start.size(); ++r) {
+            if (ratio[r] != fit_ratio[k] || start[r] < from) continue;
+            const long double x = sqrt_shape ? std::sqrt(std::log(double(start[r]))) : std::log(double(start[r]));
+            const long double y = entropy[r];
+            n += 1, sx += x, sxx += x * x, sy += y, sxy += x * y, syy += y * y;
+          }
+          ASSERT_GE(n, 3) << transform.name << " Delta " << fit_ratio[k];
+          const long double det = n * sxx - sx * sx;
+          const long double slope = (n * sxy - sx * sy) / det, intercept = (sxx * sy - sx * sxy) / det;
+          long double residual = 0, spread = 0;
+          for (size_t r = 0; r < start.size(); ++r) {
+            if (ratio[r] != fit_ratio[k] || start[r] < from) continue;
+            const long double x = sqrt_shape ? std::sqrt(std::log(double(start[r]))) : std::log(double(start[r]));
+            residual += std::pow(entropy[r] - (intercept + slope * x), 2);
+            spread += std::pow(entropy[r] - sy / n, 2);
+          }
+          const std::string where = transform.name + name + (sqrt_shape ? " sqrt" : " ln") + " Delta " +
+                                    std::to_string(fit_ratio[k]);
+          EXPECT_NEAR(fit.values[k * 3], double(slope), 1e-9) << where;
+          EXPECT_NEAR(fit.values[k * 3 + 1], double(intercept), 1e-9) << where;
+          EXPECT_NEAR(fit.values[k * 3 + 2], double(1 - residual / spread), 1e-9) << where;
+        }
+      }
+  }
 }
 
 TEST(TheoryEntropy, LineFitRecoversAnExactLine) {

@@ -125,6 +125,51 @@ TEST(AttentionStatistics, UniformAttentionHasLogNEntropy) {
   }
 }
 
+// A segment 600–1000 nats below the row's maximum (ALiBi far away): its terms against the row's
+// maximum are tiny normals, subnormals or zeros, so the statistics recompute it against its own
+// maximum. Checked against −Σ q ln q and log-sum-exp in long double, written out here.
+TEST(AttentionStatistics, SegmentsFarBelowTheRowMaximumKeepFullPrecision) {
+  const int64_t n = 150;
+  const auto layout = attention::stats_layout(n, n);
+  for (const double gap : {600.0, 720.0, 1000.0}) {  // e^−gap: normal, subnormal, zero
+    std::vector<double> l(n);
+    for (int64_t t = 0; t < n; ++t)  // distances < 10 near 0, the rest ~gap nats lower
+      l[t] = t < 10 ? std::sin(double(t)) : -gap - 3.0 * (0.5 + 0.5 * std::cos(0.7 * double(t)));
+    attention::StatsSums sums(layout);
+    attention::add_row(l.data(), n, layout, sums);
+    const auto lse = [&](int64_t a, int64_t b) {
+      long double m = l[a], z = 0;
+      for (int64_t t = a; t < b; ++t) m = std::max<long double>(m, l[t]);
+      for (int64_t t = a; t < b; ++t) z += std::exp(static_cast<long double>(l[t]) - m);
+      return m + std::log(z);
+    };
+    const auto entropy = [&](int64_t a, int64_t b) {
+      const long double z = lse(a, b);
+      long double h = 0;
+      for (int64_t t = a; t < b; ++t) {
+        const long double q = std::exp(static_cast<long double>(l[t]) - z);
+        h -= q * std::log(q);
+      }
+      return double(h);
+    };
+    const long double row = lse(0, n);
+    for (size_t b = 1; b < layout.bands(); ++b) {
+      const int64_t a = layout.band_edges[b], e = layout.band_edges[b + 1];
+      EXPECT_NEAR(sums.band_entropy[b], entropy(a, e), 1e-9) << "gap " << gap << ", band " << b;
+      const double mass = double(std::exp(lse(a, e) - row));
+      EXPECT_NEAR(sums.band_mass[b], mass, 1e-9 * mass) << "gap " << gap << ", band " << b;
+    }
+    for (size_t r = 0; r < layout.ranges(); ++r) {
+      const int64_t a = layout.range_start[r], e = a * layout.range_ratio[r];
+      if (a < 10) continue;  // ranges wholly in the far segment
+      EXPECT_NEAR(sums.range_entropy[r], entropy(a, e), 1e-9) << "gap " << gap << ", range " << r;
+      EXPECT_GT(sums.range_entropy[r], 0.5) << "gap " << gap << ", range " << r;  // not a 0 or NaN
+    }
+    for (const double h : sums.band_entropy) EXPECT_GE(h, 0.0) << "gap " << gap;  // clamped, never −1e-17
+    for (const double h : sums.range_entropy) EXPECT_GE(h, 0.0) << "gap " << gap;
+  }
+}
+
 TEST(AttentionStatistics, RowsEqualMaterialisedFloat64Attention) {
   torch::manual_seed(7);
   const int64_t B = 2, H = 3, T = 150, D = 8, Q = 12;

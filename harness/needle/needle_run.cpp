@@ -360,8 +360,8 @@ train::TrainOutcome run_needle(const config::LoadedConfig& loaded, const train::
     g.arrays["accuracy_se"] = {{1}, {se}, "standard error of accuracy over examples"};
     g.arrays["city_accuracy"] = {{1}, {mean(city)}, "fraction of cities right"};
     g.arrays["number_accuracy"] = {{1}, {mean(number)}, "fraction of numbers right"};
-    g.attributes["examples"] = std::to_string(N);
-    g.attributes["seed"] = std::to_string(c.needle.seed);
+    g.attributes["examples"] = int64_t(N);
+    g.attributes["seed"] = int64_t(c.needle.seed);
     g.attributes["decoding"] = "greedy, KV cache";
     record.needle[T] = std::move(g);
     log->info("needle at context {}: accuracy {:.3f} ± {:.3f} (cities {:.3f}, numbers {:.3f}; {} "

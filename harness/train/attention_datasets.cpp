@@ -58,9 +58,9 @@ results::DatasetGroup attention_datasets(
   g.integer_units["range_ratio"] = "Delta: the range is [t, t*Delta)";
   g.integers["recent_keys"] = {layout.recent};
   g.integer_units["recent_keys"] = "tokens";
-  g.attributes["context"] = std::to_string(layout.context);
-  g.attributes["queries_per_window"] = std::to_string(layers.front()->queries());
-  g.attributes["query_rows"] = std::to_string(layers.front()->heads().front().rows);
+  g.attributes["context"] = int64_t(layout.context);
+  g.attributes["queries_per_window"] = int64_t(layers.front()->queries());
+  g.attributes["query_rows"] = int64_t(layers.front()->heads().front().rows);
   g.attributes["description"] =
       "attention of the last queries_per_window positions of each validation window, per layer "
       "and head (arXiv 2505.17083, Figs 1, 2)";
