@@ -10,6 +10,7 @@
 #include <set>
 
 #include "harness/util/errors.h"
+#include "sweeps/sweep_file.h"
 
 namespace analysis {
 
@@ -91,11 +92,12 @@ MetricSpec parse_metric(const std::string& text) {
   if (m[6].matched) spec.ratio = std::stoll(m[7].str());
   const bool band = spec.name.rfind("band_", 0) == 0, range = spec.name.rfind("range_", 0) == 0;
   if (band && (spec.at < 0 || spec.ratio >= 0))
-    throw InputError(fmt::format("--metric: {} is per distance band: write {}@t for the band that "
-                                 "starts at distance t (0, 1, 10, 100, ...)", spec.name, text));
+    throw InputError(fmt::format("--metric: {} is per distance band: write {}@<t> for the band that "
+                                 "starts at distance t, e.g. {}@10 (bands start at 0, 1, 10, 100, ...)",
+                                 spec.name, text.substr(0, text.find('@')), text.substr(0, text.find('@'))));
   if (range && (spec.at < 1 || spec.ratio < 2))
     throw InputError(fmt::format("--metric: {} is per range [t, tD): write {}@<t>x<D>, e.g. {}@10x2",
-                                 spec.name, text.substr(0, text.find('@')), spec.name));
+                                 spec.name, text.substr(0, text.find('@')), text.substr(0, text.find('@'))));
   if (!band && !range && spec.at >= 0)
     throw InputError(fmt::format("--metric: {} takes no @ selection", spec.name));
   return spec;
@@ -253,6 +255,16 @@ Table build_table(const RunSet& set, const TableOptions& o) {
       cell.se = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1) / double(v.size())) : std::nan("");
       t.cells[r][c] = cell;
     }
+  if (t.rows.empty()) {
+    // Nothing to print: an empty table with exit 0 would read as a result.
+    std::vector<std::string> why;
+    if (!t.missing.empty())
+      why.push_back(fmt::format("{} run{} not done: {}", t.missing.size(), t.missing.size() == 1 ? "" : "s",
+                                fmt::join(t.missing, "; ")));
+    if (t.missing.size() < set.runs.size()) why.push_back(fmt::format("the done runs hold no {}", metric.text));
+    if (set.runs.empty()) why.push_back("no readable run");
+    throw InputError(fmt::format("{}: no finished run matches ({})", set.name, fmt::join(why, "; ")));
+  }
   // Best per column.
   std::string best = o.best;
   // No attention statistic is better low or high; retrieval is better high.
@@ -304,6 +316,13 @@ std::string tex_escape(const std::string& s) {
   return out;
 }
 
+bool any_best(const Table& t) {
+  for (const auto& row : t.best)
+    for (const bool b : row)
+      if (b) return true;
+  return false;
+}
+
 std::string footer(const Table& t, const std::string& prefix) {
   std::string out;
   if (!t.missing.empty()) {
@@ -332,7 +351,8 @@ std::string format_table(const Table& t, const std::string& format) {
       }
       out += fmt::format("| {} |\n", fmt::join(fields, " | "));
     }
-    out += fmt::format("\nmean ± standard error over seeds (number of seeds); ** best per column. {}\n", t.title);
+    out += fmt::format("\nmean ± standard error over seeds (number of seeds){}. {}\n",
+                       any_best(t) ? "; ** best per column" : "", t.title);
     return out + footer(t, "");
   }
   if (format == "csv") {
@@ -343,7 +363,8 @@ std::string format_table(const Table& t, const std::string& format) {
     out += fmt::format("{}\n", fmt::join(head, ","));
     for (size_t r = 0; r < t.rows.size(); ++r) {
       std::vector<std::string> fields;
-      for (const auto& v : t.rows[r]) fields.push_back(csv_field(v));
+      // "–" (a key the run does not read) is a display mark: CSV leaves the field empty.
+      for (const auto& v : t.rows[r]) fields.push_back(v == harness::sweeps::kNotRead ? "" : csv_field(v));
       for (size_t c = 0; c < t.cols.size(); ++c) {
         const auto& cell = t.cells[r][c];
         fields.push_back(cell ? fmt::format("{:.9g}", cell->mean) : "");
@@ -356,8 +377,8 @@ std::string format_table(const Table& t, const std::string& format) {
   }
   if (format == "tex") {
     const size_t nk = t.row_keys.size(), nc = t.col_names.size();
-    out += fmt::format("% {}: mean $\\pm$ standard error over seeds (seeds); bold: best per column\n",
-                       tex_escape(t.title));
+    out += fmt::format("% {}: mean $\\pm$ standard error over seeds (seeds){}\n", tex_escape(t.title),
+                       any_best(t) ? "; bold: best per column" : "");
     out += fmt::format("\\begin{{tabular}}{{{}|{}}}\n\\hline\n", std::string(nk, 'l'), std::string(nc, 'c'));
     std::vector<std::string> head;
     for (const auto& k : t.row_keys) head.push_back(tex_escape(k));

@@ -93,7 +93,8 @@ LossTable average_over(const LossTable& table, const std::string& label) {
       double var = 0;
       for (const double v : values) var += (v - mean) * (v - mean);
       merged.loss[T] = mean;
-      merged.loss_sd[T] = values.size() > 1 ? std::sqrt(var / double(values.size() - 1)) : 0.0;
+      // ± standard error, as `export table` reports: one convention for every table.
+      merged.loss_se[T] = values.size() > 1 ? std::sqrt(var / double(values.size() - 1) / double(values.size())) : 0.0;
     }
   }
   return out;
@@ -127,7 +128,7 @@ std::string format_text(const LossTable& table) {
         continue;
       }
       std::string cell = fmt::format("{:.4f}", v->second);
-      if (mean && row.runs > 1) cell += fmt::format(" ± {:.4f}", row.loss_sd.at(T));
+      if (mean && row.runs > 1) cell += fmt::format(" ± {:.4f}", row.loss_se.at(T));
       cell += v->second == best[T] ? "*" : " ";
       line.push_back(cell);
     }
@@ -156,7 +157,8 @@ std::string format_text(const LossTable& table) {
   };
   std::string out = render(header);
   for (const auto& line : cells) out += render(line);
-  out += "validation loss (nats/token) after the last step; * lowest per context\n";
+  out += mean ? "validation loss (nats/token) after the last step, mean ± standard error over seeds; * lowest per context\n"
+             : "validation loss (nats/token) after the last step; * lowest per context\n";
   return out;
 }
 
@@ -168,7 +170,7 @@ std::string format_csv(const LossTable& table) {
   header.push_back("runs");
   for (const int64_t T : table.contexts) {
     header.push_back(fmt::format("loss_{}", T));
-    if (mean) header.push_back(fmt::format("loss_sd_{}", T));
+    if (mean) header.push_back(fmt::format("loss_se_{}", T));
   }
   std::string out;
   for (size_t c = 0; c < header.size(); ++c) out += (c ? "," : "") + csv_field(header[c]);
@@ -182,8 +184,8 @@ std::string format_csv(const LossTable& table) {
       const auto v = row.loss.find(T);
       line.push_back(v == row.loss.end() ? "" : fmt::format("{:.6f}", v->second));
       if (mean) {
-        const auto sd = row.loss_sd.find(T);
-        line.push_back(sd == row.loss_sd.end() ? "" : fmt::format("{:.6f}", sd->second));
+        const auto se = row.loss_se.find(T);
+        line.push_back(se == row.loss_se.end() ? "" : fmt::format("{:.6f}", se->second));
       }
     }
     for (size_t c = 0; c < line.size(); ++c) out += (c ? "," : "") + csv_field(line[c]);

@@ -22,7 +22,7 @@ struct LossTableRow {
   std::string state;                   // done | running | failed | interrupted | pending | mixed
   int runs = 1;                        // runs averaged into this row
   std::map<int64_t, double> loss;      // final validation loss by context (done runs only)
-  std::map<int64_t, double> loss_sd;   // sample standard deviation over the averaged runs
+  std::map<int64_t, double> loss_se;   // standard error of the mean over the averaged runs (sd/√n)
 };
 
 struct LossTable {
@@ -42,7 +42,7 @@ LossTable average_over(const LossTable& table, const std::string& label);
 
 // Aligned columns; the lowest loss of each context column is marked with '*'.
 std::string format_text(const LossTable& table);
-// Header: run_id, the labels, state, runs, then loss_<T> (and loss_sd_<T> when averaged).
+// Header: run_id, the labels, state, runs, then loss_<T> (and loss_se_<T> when averaged).
 std::string format_csv(const LossTable& table);
 
 }  // namespace analysis

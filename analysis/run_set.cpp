@@ -1,5 +1,6 @@
 #include "analysis/run_set.h"
 
+#include <cstdlib>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -98,6 +99,24 @@ RunSet from_directory(const std::string& root) {
     set.keys.push_back(spec.path);
     for (size_t i = 0; i < set.runs.size(); ++i) set.runs[i].values[spec.path] = values[i];
   }
+  // Runs ordered by the varying keys (numbers by value, "–" last), as a sweep file's grid is, not
+  // by directory name (a run id says nothing about its settings).
+  const auto less = [](const std::string& a, const std::string& b) {
+    if (a == b) return false;
+    if (a == harness::sweeps::kNotRead || b == harness::sweeps::kNotRead) return b == harness::sweeps::kNotRead;
+    char *ea = nullptr, *eb = nullptr;
+    const double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
+    if (!a.empty() && !b.empty() && *ea == '\0' && *eb == '\0' && x != y) return x < y;
+    return a < b;
+  };
+  std::stable_sort(set.runs.begin(), set.runs.end(), [&](const RunEntry& a, const RunEntry& b) {
+    for (const auto& k : set.keys) {
+      const auto& x = a.values.at(k);
+      const auto& y = b.values.at(k);
+      if (x != y) return less(x, y);
+    }
+    return false;
+  });
   return set;
 }
 

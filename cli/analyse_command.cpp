@@ -23,7 +23,8 @@ const char* kUsage =
     "                       [--batch-size B] [--threads T] [--force]\n"
     "  Attention statistics (entropy, mass by distance band and range, raw-score Gaussianity) of\n"
     "  the final model of a done run, or of every done run of a sweep, at the given contexts\n"
-    "  (default: the run's validation contexts), into run.h5 under /analysis/<T>/attention.";
+    "  (default: the run's validation contexts), into run.h5 under /analysis/<T>/attention.\n"
+    "example: harness analyse sweeps/quickstart.yaml --contexts 16L";
 
 std::vector<config::ContextValue> parse_contexts(const std::vector<std::string>& items) {
   std::vector<config::ContextValue> out;
@@ -50,8 +51,9 @@ int analyse_command(const Args& args) {
   std::vector<std::string> contexts;
   analysis::AnalyseOptions o;
   int threads = 0;
+  po::options_description arguments;
+  arguments.add_options()("target", po::value(&target)->required(), "a run directory or a sweep file");
   options.add_options()
-      ("target", po::value(&target), "a run directory or a sweep file")
       ("contexts", po::value(&contexts)->composing(), "contexts, comma-separated or repeated: 1024, 16L")
       ("windows", po::value(&o.windows)->default_value(0), "validation windows per context; 0: the run's")
       ("queries", po::value(&o.queries)->default_value(0), "positions per window (the last ones); 0: the run's")
@@ -61,8 +63,7 @@ int analyse_command(const Args& args) {
   po::positional_options_description positional;
   positional.add("target", 1);
   po::variables_map vm;
-  if (!parse(kUsage, args, options, vm, &positional)) return kExitOk;
-  if (target.empty()) throw InputError(fmt::format("analyse: a run directory or sweep file is required\n\n{}", kUsage));
+  if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
   if (o.windows < 0 || o.queries < 0 || o.batch_size < 0 || threads < 0)
     throw InputError("--windows, --queries, --batch-size, --threads: expected 0 or more");
   o.contexts = parse_contexts(contexts);
@@ -75,6 +76,8 @@ int analyse_command(const Args& args) {
                r.analysed.size() == 1 ? "" : "s",
                r.skipped.empty() ? "" : fmt::format(" ({} already done)", r.skipped.size()), r.seconds);
   };
+  if (!std::filesystem::exists(target))
+    throw InputError(fmt::format("{}: no such run directory or sweep file", target));
   if (std::filesystem::is_directory(target)) {
     fmt::print(stderr, "analysing {}\n", target);
     report(analysis::analyse_run(target, o, print));
@@ -86,7 +89,7 @@ int analyse_command(const Args& args) {
     const auto& run = sweep.runs[i];
     const auto status = sweeps::inspect_run(run);
     if (status.state != sweeps::RunState::kDone) {
-      fmt::print(stderr, "[{}/{}] {} is {}: skipped\n", i + 1, sweep.runs.size(), run.id, sweeps::to_string(status.state));
+      fmt::print(stderr, "[{}/{}] {} is {}: skipped\n", i + 1, sweep.runs.size(), run.id, sweeps::state_name(status));
       ++not_done;
       continue;
     }

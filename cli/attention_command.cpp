@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <map>
 #include <sstream>
 
 #include "attention/inspect.h"
@@ -40,12 +41,14 @@ int attention_command(const Args& args) {
       "usage: harness attention inspect --method NAME [--tau V] [--distances 0,1,10,100,1000]\n"
       "                                 [--context T] [--train-context L] [--config FILE]\n"
       "  V may be absolute (10) or relative to L (L/400). With --config, the method is the\n"
-      "  config's and the other options override it.";
+      "  config's and the other options override it.\n"
+      "example: harness attention inspect --method si+p-rope --tau L/400 --train-context 64 --context 1024";
   po::options_description options("attention inspect options");
   std::string action, distances = "0,1,10,100,1000", config_path;
   std::vector<std::string> sets;
+  po::options_description arguments;
+  arguments.add_options()("action", po::value(&action)->required(), "inspect");
   options.add_options()
-      ("action", po::value(&action)->required(), "inspect")
       ("config,c", po::value(&config_path), "start from this run config")
       ("method", po::value<std::string>(), "preset (see harness config keys)")
       ("positional", po::value<std::string>(), "override the positional encoding")
@@ -63,7 +66,7 @@ int attention_command(const Args& args) {
   po::positional_options_description positional;
   positional.add("action", 1);
   po::variables_map vm;
-  if (!parse(usage, args, options, vm, &positional)) return kExitOk;
+  if (!parse(usage, args, options, vm, &positional, &arguments)) return kExitOk;
   if (action != "inspect")
     throw InputError(fmt::format("attention: unknown action '{}'; expected inspect\n{}", action, usage));
 
@@ -76,8 +79,12 @@ int attention_command(const Args& args) {
       {"p-rope-variant", "attention.p_rope_variant"},
       {"heads", "model.heads"},             {"head-dim", "model.head_dim"},
       {"train-context", "train.context"}};
+  std::map<std::string, std::string> flag_of;  // key → "--flag value", where errors point
   for (const auto& [flag, key] : flag_keys)
-    if (vm.count(flag)) sets.push_back(fmt::format("{}={}", key, vm[flag].as<std::string>()));
+    if (vm.count(flag)) {
+      sets.push_back(fmt::format("{}={}", key, vm[flag].as<std::string>()));
+      flag_of[key] = fmt::format("--{} {}", flag, vm[flag].as<std::string>());
+    }
   // Without a config: the tiny default model, so heads × head_dim need not divide anything.
   config::LoadedConfig loaded;
   if (config_path.empty()) {
@@ -91,10 +98,12 @@ int attention_command(const Args& args) {
   }
   for (const auto& item : sets) {
     const auto eq = item.find('=');
-    config::apply_override(loaded, item.substr(0, eq), YAML::Load(item.substr(eq + 1)),
-                           {"--" + item.substr(0, eq), 0, 0});
+    const std::string key = item.substr(0, eq);
+    config::apply_override(loaded, key, YAML::Load(item.substr(eq + 1)),
+                           {flag_of.count(key) ? flag_of[key] : "--set " + item, 0, 0});
   }
   config::resolve_and_validate(loaded);
+  note_unread_keys(loaded.config, flag_of);
   const auto method = config::method_options(loaded.config);
   const int64_t T = vm.count("context") ? vm["context"].as<int64_t>() : method.train_context;
   try {

@@ -7,22 +7,53 @@
 
 namespace harness::cli {
 
+namespace {
+
+// The paper's constants assume its training context L = 4096: τ = 10 ≈ L/400, p-RoPE's base
+// 1024 = L/4. A config far from those ratios (the defaults at a CPU-scale L, say) is legal, but a
+// user should hear it: at L = 64 with τ = 10 scale-invariant p-RoPE does not generalise
+// (docs/configs.md, "Why τ and the p-RoPE base scale with L").
+std::vector<std::string> scale_notes(const config::RunConfig& c) {
+  std::vector<std::string> notes;
+  const double L = double(c.train.context);
+  const auto far = [](double ratio, double paper) { return ratio > 4 * paper || ratio < paper / 4; };
+  if (config::find_key("attention.tau")->is_read(c)) {
+    const double tau = c.attention.tau.resolve(c.train.context);
+    if (tau > 0 && far(L / tau, 400))
+      notes.push_back(fmt::format("attention.tau = {:g} is L/{:.3g} at train.context {}; the paper's τ = 10 "
+                                  "is about L/400 (at L = 4096): write tau: L/400 to keep that ratio",
+                                  tau, L / tau, c.train.context));
+  }
+  if (config::find_key("attention.p_rope_base")->is_read(c)) {
+    const double base = c.attention.p_rope_base.resolve(c.train.context);
+    if (base > 0 && far(L / base, 4))
+      notes.push_back(fmt::format("attention.p_rope_base = {:g} is L/{:.3g} at train.context {}; the "
+                                  "paper's 1024 is L/4 (at L = 4096): write p_rope_base: L/4 to keep that "
+                                  "ratio", base, L / base, c.train.context));
+  }
+  return notes;
+}
+
+}  // namespace
+
 int config_command(const Args& args) {
   const std::string usage =
       "usage: harness config keys                      every config key, its type and default\n"
       "       harness config show --config FILE [--set key=value]...\n"
-      "                                                the resolved config and its run id";
+      "                                                the resolved config and its run id\n"
+      "example: harness config show --config sweeps/examples/tiny.yaml --set attention.tau=L/400";
   po::options_description options("config options");
   std::string action, config_path;
   std::vector<std::string> overrides;
+  po::options_description arguments;
+  arguments.add_options()("action", po::value(&action)->required(), "keys | show");
   options.add_options()
-      ("action", po::value(&action)->required(), "keys | show")
       ("config,c", po::value(&config_path), "run config (YAML)")
       ("set", po::value(&overrides)->composing(), "override a key (repeatable)");
   po::positional_options_description positional;
   positional.add("action", 1);
   po::variables_map vm;
-  if (!parse(usage, args, options, vm, &positional)) return kExitOk;
+  if (!parse(usage, args, options, vm, &positional, &arguments)) return kExitOk;
   if (action == "keys") {
     fmt::print("{}", config::schema_reference());
     return kExitOk;
@@ -32,6 +63,7 @@ int config_command(const Args& args) {
     const auto loaded = load_config_with_overrides(config_path, overrides);
     fmt::print("# run id {}\n{}", config::config_hash(loaded.config),
                config::canonical_text(loaded.config, false));
+    for (const auto& note : scale_notes(loaded.config)) fmt::print(stderr, "note: {}\n", note);
     return kExitOk;
   }
   throw InputError(fmt::format("config: unknown action '{}'; expected keys or show\n{}", action, usage));

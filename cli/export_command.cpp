@@ -21,9 +21,13 @@ const char* kUsage =
     "         mean ± standard error over seeds; rows and columns among the keys that vary and\n"
     "         `context`; metrics: loss (default), attention/<statistic>[@t or @txD],\n"
     "         analysis/<statistic>, needle/<accuracy|city_accuracy|number_accuracy>\n"
-    "         (README.md, \"Export\")\n"
+    "         (docs/export.md)\n"
     "       harness export curves SWEEP_FILE|RUNS_DIR|THEORY_FILE --out DIR [--theory FILE]\n"
-    "         one CSV per figure and its SVG/PNG rendered with gnuplot";
+    "         one CSV per figure and its SVG/PNG rendered with gnuplot\n"
+    "examples:\n"
+    "  harness export table sweeps/quickstart.yaml --format csv --out runs/quickstart/table.csv\n"
+    "  harness export table sweeps/table1.yaml --metric attention/band_mass@10 --cols context\n"
+    "  harness export curves sweeps/quickstart.yaml --out runs/quickstart/figures";
 
 std::vector<std::string> split_commas(const std::vector<std::string>& items) {
   std::vector<std::string> out;
@@ -45,8 +49,9 @@ int table(const Args& args) {
   std::string input, format = "md", out;
   std::vector<std::string> rows, cols;
   analysis::TableOptions o;
+  po::options_description arguments;
+  arguments.add_options()("input", po::value(&input)->required(), "a sweep file or a directory of runs");
   options.add_options()
-      ("input", po::value(&input), "a sweep file or a directory of runs")
       ("metric", po::value(&o.metric)->default_value("loss"), "what the cells hold")
       ("rows", po::value(&rows)->composing(), "row keys, comma-separated (default: the varying keys but the seed)")
       ("cols", po::value(&cols)->composing(), "column keys (default: context)")
@@ -57,8 +62,7 @@ int table(const Args& args) {
   po::positional_options_description positional;
   positional.add("input", 1);
   po::variables_map vm;
-  if (!parse(kUsage, args, options, vm, &positional)) return kExitOk;
-  if (input.empty()) throw InputError(fmt::format("export table: a sweep file or runs directory is required\n\n{}", kUsage));
+  if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
   o.rows = split_commas(rows);
   o.cols = split_commas(cols);
   const auto set = analysis::load_run_set(input);
@@ -79,16 +83,16 @@ int curves(const Args& args) {
   po::options_description options("export curves options");
   std::string input;
   analysis::CurvesOptions o;
+  po::options_description arguments;
+  arguments.add_options()("input", po::value(&input)->required(),
+                          "a sweep file, a run or runs directory, or a theory file (entropy, critical)");
   options.add_options()
-      ("input", po::value(&input), "a sweep file, a run or runs directory, or a theory file (entropy, critical)")
-      ("out", po::value(&o.out_dir), "directory for the CSV, gnuplot, SVG and PNG files")
+      ("out", po::value(&o.out_dir)->required(), "directory for the CSV, gnuplot, SVG and PNG files")
       ("theory", po::value(&o.theory), "a `harness theory entropy` file to overlay on the runs' figures");
   po::positional_options_description positional;
   positional.add("input", 1);
   po::variables_map vm;
-  if (!parse(kUsage, args, options, vm, &positional)) return kExitOk;
-  if (input.empty() || o.out_dir.empty())
-    throw InputError(fmt::format("export curves: an input and --out DIR are required\n\n{}", kUsage));
+  if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
   const auto result = analysis::export_curves(input, o);
   for (const auto& f : result.figures) {
     if (!f.render.images.empty())

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "harness/util/build_info.h"
 #include "harness/util/process_setup.h"
 #include "harness/util/errors.h"
 
@@ -13,9 +14,15 @@ namespace {
 void print_usage() {
   fmt::print(
       "harness — length-generalisation experiments for attention\n\n"
-      "usage: harness <command> [options]     (harness <command> --help for details)\n\n"
+      "usage: harness <command> [options]     (harness <command> --help for details)\n"
+      "       harness --version\n\n"
       "commands:\n");
   for (const auto& c : harness::cli::commands()) fmt::print("  {:<12} {}\n", c.name, c.summary);
+  fmt::print(
+      "\nexamples:\n"
+      "  harness sweep run sweeps/quickstart.yaml --jobs 2 --threads-per-job 1\n"
+      "  harness train --config sweeps/examples/tiny.yaml --set train.steps=200\n"
+      "  harness export table sweeps/quickstart.yaml\n");
 }
 
 }  // namespace
@@ -23,6 +30,10 @@ void print_usage() {
 int main(int argc, char** argv) {
   harness::prefer_passive_openmp_waits(argv);
   harness::keep_freed_memory_for_reuse();
+  if (argc >= 2 && !std::strcmp(argv[1], "--version")) {
+    fmt::print("harness {} (LibTorch {})\n", harness::git_revision(), harness::libtorch_version());
+    return harness::kExitOk;
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     print_usage();
     return argc < 2 ? harness::kExitBadInput : harness::kExitOk;

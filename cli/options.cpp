@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 
 #include "harness/dist/launcher.h"
 #include "harness/train/trainer.h"
@@ -14,23 +16,38 @@
 namespace harness::cli {
 
 bool parse(const std::string& usage, const Args& args, po::options_description& options,
-           po::variables_map& vm, const po::positional_options_description* positional) {
+           po::variables_map& vm, const po::positional_options_description* positional,
+           const po::options_description* arguments) {
   options.add_options()("help,h", "show this help");
+  const auto help_text = [&] {
+    std::ostringstream os;
+    os << usage << "\n\n" << options;
+    return os.str();
+  };
+  po::options_description all;
+  all.add(options);
+  if (arguments) all.add(*arguments);
   try {
-    auto parser = po::command_line_parser(args).options(options);
+    auto parser = po::command_line_parser(args).options(all);
     if (positional) parser.positional(*positional);
     po::store(parser.run(), vm);
     if (vm.count("help")) {
-      std::cout << usage << "\n\n" << options << "\n";
+      std::cout << help_text() << "\n";
       return false;
     }
     po::notify(vm);
+  } catch (const po::required_option& e) {
+    std::string name = e.get_option_name();
+    while (!name.empty() && name.front() == '-') name.erase(0, 1);
+    const auto* argument = arguments ? arguments->find_nothrow(name, false) : nullptr;
+    if (argument) {
+      std::string upper = name;
+      for (auto& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
+      throw InputError(fmt::format("missing {}: {}\n\n{}", upper, argument->description(), help_text()));
+    }
+    throw InputError(fmt::format("{}\n\n{}", e.what(), help_text()));
   } catch (const po::error& e) {
-    throw InputError(fmt::format("{}\n\n{}\n{}", e.what(), usage, fmt::format("{}", [&] {
-                                   std::ostringstream os;
-                                   os << options;
-                                   return os.str();
-                                 }())));
+    throw InputError(fmt::format("{}\n\n{}", e.what(), help_text()));
   }
   return true;
 }
@@ -52,10 +69,20 @@ config::LoadedConfig load_config_with_overrides(const std::string& path,
     }
     config::apply_override(loaded, item.substr(0, eq), value, at);
   }
+  std::map<std::string, std::string> what;
+  for (const auto& item : overrides) what[item.substr(0, item.find('='))] = "--set " + item;
   loaded.text += "\n# command-line overrides\n";
   for (const auto& item : overrides) loaded.text += fmt::format("# --set {}\n", item);
   config::resolve_and_validate(loaded);
+  note_unread_keys(loaded.config, what);
   return loaded;
+}
+
+void note_unread_keys(const config::RunConfig& config, const std::map<std::string, std::string>& what) {
+  for (const auto& [key, given] : what)
+    if (const auto* spec = config::find_key(key); spec && !spec->is_read(config))
+      fmt::print(stderr, "note: {}: ignored: a run with this config does not read {} (not part of its id)\n",
+                 given, key);
 }
 
 int launch_ranks(const config::LoadedConfig& loaded, const std::vector<std::string>& rank_args, int nproc) {

@@ -33,16 +33,21 @@ const char* kUsage =
     "                                     an sbatch job array, one task per run not done\n"
     "       harness sweep run-one FILE --index I [--threads M]\n"
     "                                     one run in this process (what workers and Slurm run)\n"
+    "examples:\n"
+    "  harness sweep plan sweeps/quickstart.yaml\n"
+    "  harness sweep run sweeps/quickstart.yaml --jobs 2 --threads-per-job 1\n"
+    "  harness sweep submit sweeps/table1.yaml --slurm --max-parallel 8 --dry-run\n"
     "Sweep files: sweeps/README.md";
 
 // Parses `args` (after the action) with a positional FILE; false when --help was printed.
 bool parse_action(const std::string& action, const Args& args, po::options_description& options,
                   po::variables_map& vm, std::string& file) {
-  options.add_options()("file", po::value(&file), "sweep file (YAML)");
+  po::options_description arguments;
+  arguments.add_options()("file", po::value(&file)->required(), "a sweep file (YAML)");
   po::positional_options_description positional;
   positional.add("file", 1);
   if (!parse(fmt::format("usage: harness sweep {} FILE [options]\n\n{}", action, kUsage), args,
-             options, vm, &positional))
+             options, vm, &positional, &arguments))
     return false;
   if (file.empty()) throw InputError(fmt::format("sweep {}: a sweep FILE is required\n\n{}", action, kUsage));
   return true;
@@ -121,7 +126,7 @@ int table(const Args& args) {
   std::string csv_path;
   options.add_options()
       ("csv", po::value(&csv_path), "also write the table as CSV to PATH")
-      ("mean-over-seeds", "one row per setting: mean ± sd over train.seed");
+      ("mean-over-seeds", "one row per setting: mean ± standard error over train.seed");
   po::variables_map vm;
   std::string file;
   if (!parse_action("table", args, options, vm, file)) return kExitOk;
@@ -137,7 +142,7 @@ int table(const Args& args) {
   }
   auto loss_table = analysis::build_loss_table(sweep.varying_keys, inputs);
   // The sweep knows more than run.h5 (a live lock means running; no holder means killed).
-  for (size_t i = 0; i < statuses.size(); ++i) loss_table.rows[i].state = sweeps::to_string(statuses[i].state);
+  for (size_t i = 0; i < statuses.size(); ++i) loss_table.rows[i].state = sweeps::state_name(statuses[i]);
   if (vm.count("mean-over-seeds")) loss_table = analysis::average_over(loss_table, "train.seed");
   fmt::print("# sweep {}: final validation loss by run and context ({}/)\n{}", sweep.name,
              sweep.sweep_dir, analysis::format_text(loss_table));

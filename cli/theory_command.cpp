@@ -31,7 +31,10 @@ const char* kUsage =
     "         one attention step with logits scaled by gamma*ln n on correlated tokens: the\n"
     "         collapse / critical / identity transition at gamma_c = 1/(1 - rho) (arXiv 2510.05554)\n"
     "The grid comes from FILE (experiment: critical-scaling; sweeps/critical-scaling.yaml is the\n"
-    "default grid, annotated), from --quick (a seconds-long smoke grid), or is the default grid.";
+    "default grid, annotated), from --quick (a seconds-long smoke grid), or is the default grid.\n"
+    "examples:\n"
+    "  harness theory critical --quick --figures runs/theory/figures-quick --out runs/theory/critical-quick.h5\n"
+    "  harness theory critical --config sweeps/critical-scaling.yaml --plan";
 
 const char* kDefaultOut = "runs/theory/critical-scaling.h5";
 
@@ -87,7 +90,7 @@ int critical(const Args& args) {
       ("threads,t", po::value(&threads), "CPU threads; default: the file's `threads` (0: every core)")
       ("plan", "print the grid and the work it implies; run and write nothing");
   po::variables_map vm;
-  if (!parse(std::string("usage: harness theory critical [options]\n\n") + kUsage, args, options, vm))
+  if (!parse(kUsage, args, options, vm))
     return kExitOk;
   if (!config_path.empty() && vm.count("quick"))
     throw InputError("theory critical: give --config FILE or --quick, not both");
@@ -150,8 +153,10 @@ int theory_command(const Args& args) {
     fmt::print("usage: harness theory <experiment> [options]   (harness theory <experiment> --help)\n"
                "experiments:\n"
                "  entropy    entropy and attention mass of IID Gaussian logits per transform (arXiv 2505.17083)\n"
-               "  critical   critical attention scaling gamma*ln n (arXiv 2510.05554)\n\n{}\n",
-               kUsage);
+               "  critical   critical attention scaling gamma*ln n (arXiv 2510.05554)\n"
+               "examples:\n"
+               "  harness theory entropy --quick --tau 0.16\n"
+               "  harness theory critical --quick\n");
     return args.empty() ? kExitBadInput : kExitOk;
   }
   const std::string experiment = args[0];

@@ -11,8 +11,10 @@ namespace harness::cli {
 
 namespace {
 
-int exit_code(results::RunState state) {
-  switch (state) {
+// A stop the user asked for (--stop-after-steps) is a success; a signal's is 130, as for Ctrl-C.
+int exit_code(const train::TrainOutcome& outcome) {
+  if (outcome.stopped_as_asked) return kExitOk;
+  switch (outcome.state) {
     case results::RunState::kDone: return kExitOk;
     case results::RunState::kInterrupted: return kExitInterrupted;
     default: return kExitFailure;
@@ -59,7 +61,7 @@ int train_command(const Args& args) {
   if (vm.count("no-progress")) opts.progress_bar = 0;
   if (vm.count("stop-after-steps")) opts.stop_after_steps = vm["stop-after-steps"].as<int64_t>();
   const auto outcome = train::train(loaded, opts);
-  if (opts.world.rank != 0) return exit_code(outcome.state);  // rank 0 reports
+  if (opts.world.rank != 0) return exit_code(outcome);  // rank 0 reports
 
   fmt::print("run: {}  ({} at step {}{})\n", outcome.run_dir, results::to_string(outcome.state),
              outcome.step, outcome.reason.empty() ? "" : ": " + outcome.reason);
@@ -67,7 +69,7 @@ int train_command(const Args& args) {
     fmt::print("{:>10}  {:>10}\n", "context", "val loss");
     for (const auto& [T, loss] : outcome.eval_loss) fmt::print("{:>10}  {:>10.4f}\n", T, loss);
   }
-  return exit_code(outcome.state);
+  return exit_code(outcome);
 }
 
 }  // namespace harness::cli

@@ -45,16 +45,16 @@ std::string header(const Sweep& sweep) {
 }
 
 std::string counts(const std::vector<RunStatus>& statuses) {
-  size_t by_state[5] = {};
-  for (const auto& s : statuses) ++by_state[size_t(s.state)];
-  std::string out = fmt::format("{} of {} runs done", by_state[size_t(RunState::kDone)], statuses.size());
-  for (const RunState s : {RunState::kPending, RunState::kRunning, RunState::kInterrupted, RunState::kFailed})
-    if (by_state[size_t(s)]) out += fmt::format(", {} {}", by_state[size_t(s)], to_string(s));
+  std::map<std::string, size_t> by_state;
+  for (const auto& s : statuses) ++by_state[state_name(s)];
+  std::string out = fmt::format("{} of {} runs done", by_state["done"], statuses.size());
+  for (const char* s : {"pending", "running", "interrupted", "failed", "unreadable"})
+    if (by_state[s]) out += fmt::format(", {} {}", by_state[s], s);
   return out + "\n";
 }
 
 std::string state_text(const RunStatus& s) {
-  std::string out = to_string(s.state);
+  std::string out = state_name(s);
   if (s.state == RunState::kRunning && !s.holder.empty()) out += fmt::format(" ({})", s.holder);
   if (s.killed) out += " (killed)";
   return out;
@@ -95,13 +95,24 @@ std::string merged_points(const PlannedRun& run) {
   return fmt::format("  ({} points, one run: {})", run.merged.size() + 1, fmt::join(parts, " "));
 }
 
+// "  (waiting on pretraining run <id>: <state>)" for a needle run that is not done and whose
+// pretraining run is not done either.
+static std::string waiting_text(const PlannedRun& run, const RunStatus& status) {
+  if (status.state == RunState::kDone) return "";
+  const auto p = pretraining_of(run);
+  if (!p || p->status.state == RunState::kDone) return "";
+  return fmt::format("  (waiting on pretraining run {}: {})", p->id,
+                     std::filesystem::exists(p->dir) ? state_name(p->status) : "missing, in " + p->dir);
+}
+
 std::string format_plan(const Sweep& sweep, const std::vector<RunStatus>& statuses) {
   std::string out = header(sweep);
   const auto widths = setting_widths(sweep);
   size_t points = 0;
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
-    out += fmt::format("{}  #{:<3} {}{}{}\n", sweep.runs[i].id, i, padded_settings(sweep, i, widths),
-                       state_text(statuses[i]), merged_points(sweep.runs[i]));
+    out += fmt::format("{}  #{:<3} {}{}{}{}\n", sweep.runs[i].id, i, padded_settings(sweep, i, widths),
+                       state_text(statuses[i]), waiting_text(sweep.runs[i], statuses[i]),
+                       merged_points(sweep.runs[i]));
     points += 1 + sweep.runs[i].merged.size();
   }
   if (points > sweep.runs.size())
@@ -127,10 +138,10 @@ std::string format_status(const Sweep& sweep, const std::vector<RunStatus>& stat
     std::string detail;
     if (s.state == RunState::kRunning && !s.holder.empty()) detail = "pid " + s.holder;
     else if (s.state != RunState::kDone && !s.reason.empty()) detail = s.reason;
-    out += fmt::format("{}  #{:<3} {}{:<11} {:>9}{}{}\n", sweep.runs[i].id, i,
-                       padded_settings(sweep, i, widths), to_string(s.state),
+    out += fmt::format("{}  #{:<3} {}{:<11} {:>9}{}{}{}\n", sweep.runs[i].id, i,
+                       padded_settings(sweep, i, widths), state_name(s),
                        fmt::format("{}/{}", s.step, s.total), losses,
-                       detail.empty() ? "" : "  (" + detail + ")");
+                       detail.empty() ? "" : "  (" + detail + ")", waiting_text(sweep.runs[i], s));
   }
   return out + counts(statuses);
 }

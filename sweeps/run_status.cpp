@@ -1,11 +1,14 @@
 #include "sweeps/run_status.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
+#include "harness/needle/needle_run.h"
+#include "harness/util/errors.h"
 #include "results/run_paths.h"
 #include "results/run_file.h"
 #include "sweeps/run_lock.h"
@@ -46,6 +49,57 @@ std::string latest_progress_line(const std::string& run_dir, int64_t* step) {
   return found;
 }
 
+std::optional<Pretraining> pretraining_of(const PlannedRun& run) {
+  const auto& c = run.loaded.config;
+  if (c.task != "needle") return std::nullopt;
+  Pretraining p;
+  PlannedRun base;
+  base.loaded.config = needle::pretraining_config(c);
+  base.id = p.id = config::config_hash(base.loaded.config);
+  const fs::path from = c.init_from;
+  const bool is_run_dir = fs::exists(results::RunPaths(from.string()).results) ||
+                          fs::exists(results::RunPaths(from.string()).checkpoint);
+  base.run_dir = p.dir = is_run_dir ? from.string() : (from / p.id).string();
+  p.status = inspect_run(base);
+  return p;
+}
+
+std::map<size_t, size_t> check_pretraining(const Sweep& sweep, const std::vector<size_t>& to_run, bool can_order) {
+  const auto same_dir = [](const std::string& a, const std::string& b) {
+    std::error_code ec1, ec2;
+    return fs::weakly_canonical(a, ec1) == fs::weakly_canonical(b, ec2);
+  };
+  std::map<size_t, size_t> waits_on;
+  std::vector<std::string> problems;
+  for (const size_t i : to_run) {
+    const auto p = pretraining_of(sweep.runs[i]);
+    if (!p || p->status.state == RunState::kDone) continue;
+    std::optional<size_t> in_sweep;
+    for (const size_t j : to_run)
+      if (sweep.runs[j].id == p->id && same_dir(sweep.runs[j].run_dir, p->dir)) in_sweep = j;
+    if (in_sweep && can_order) {
+      waits_on[i] = *in_sweep;
+      continue;
+    }
+    const std::string state = !fs::exists(p->dir) ? "missing"
+                              : in_sweep          ? "in this sweep, not done (a job array cannot order it)"
+                                                  : state_name(p->status);
+    problems.push_back(fmt::format("{}: init_from: run #{} {} fine-tunes {} ({}), which is {}",
+                                   sweep.runs[i].loaded.location_of("init_from").str(), i, sweep.runs[i].id,
+                                   p->id, p->dir, state));
+  }
+  if (!problems.empty())
+    throw InputError(fmt::format(
+        "{} needle run{} cannot start: {} pretraining run{} not done; train {} first (for the shipped "
+        "sweeps: harness sweep run sweeps/needle-base.yaml)\n  {}",
+        problems.size(), problems.size() == 1 ? "" : "s", problems.size() == 1 ? "its" : "their",
+        problems.size() == 1 ? " is" : "s are", problems.size() == 1 ? "it" : "them",
+        fmt::join(problems, "\n  ")));
+  return waits_on;
+}
+
+std::string state_name(const RunStatus& s) { return s.unreadable ? "unreadable" : to_string(s.state); }
+
 RunStatus inspect_run(const PlannedRun& run, bool ignore_lock) {
   RunStatus status;
   const auto& c = run.loaded.config;
@@ -79,6 +133,7 @@ RunStatus inspect_run(const PlannedRun& run, bool ignore_lock) {
       }
     } catch (const std::exception& e) {
       status.state = RunState::kFailed;
+      status.unreadable = true;
       status.reason = fmt::format("unreadable {}: {}", paths.results, e.what());
     }
   }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -198,7 +199,6 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
                                                   : std::max(1, available_cores() / (jobs * ranks));
   const auto statuses = inspect_runs(sweep);
   check_corpora(sweep, statuses);
-  write_sweep_record(sweep);
 
   // What to do with each run.
   std::deque<size_t> queue;
@@ -214,6 +214,11 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
       default: queue.push_back(i);  // pending, interrupted, killed
     }
   }
+  // Needle runs whose pretraining run is not done: refused (nothing written), or, when this
+  // invocation trains that run, started after it.
+  const auto waits_on = check_pretraining(sweep, std::vector<size_t>(queue.begin(), queue.end()), true);
+  write_sweep_record(sweep);
+  std::vector<size_t> blocked;  // needle runs whose pretraining run did not finish here
   const bool live = options.live_display < 0 ? ::isatty(STDOUT_FILENO) == 1 : options.live_display == 1;
   LiveTable table(live);
   std::string intro = fmt::format("sweep {}: {} runs, {} done, {} to run ({} at a time, {}{} thread{} "
@@ -248,7 +253,12 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
     fs::create_directories(run.run_dir);
     // Everything the child needs is prepared before fork(): it only redirects and execs.
     const std::string log = worker_log(run), index = std::to_string(i);
-    std::vector<std::string> args = {options.executable, "sweep", "run-one", sweep.path,
+    // The resolved binary, not /proc/self/exe: a process is named after the file it execs, and a
+    // worker should show as `harness` in ps and top, not `exe`.
+    std::error_code ec;
+    const fs::path resolved = fs::read_symlink(options.executable, ec);
+    const std::string executable = ec ? options.executable : resolved.string();
+    std::vector<std::string> args = {executable, "sweep", "run-one", sweep.path,
                                      "--index", index, "--threads", threads_arg};
     if (options.retry_failed) args.push_back("--retry-failed");
     if (ranks > 1) args.insert(args.end(), {"--nproc", std::to_string(ranks)});
@@ -317,8 +327,29 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
                               interrupt_signal(), workers.size(), workers.size() == 1 ? "" : "s"));
     }
     while (!stopping && int(workers.size()) < jobs && !queue.empty()) {
-      const size_t i = queue.front();
-      queue.pop_front();
+      // The first queued run whose pretraining run (if it waits on one) is done; one whose
+      // pretraining run ended any other way is not started.
+      const auto has = [](const std::vector<size_t>& v, size_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+      auto next = queue.end();
+      for (auto it = queue.begin(); it != queue.end();) {
+        const auto dep = waits_on.find(*it);
+        if (dep == waits_on.end() || has(done_now, dep->second)) {
+          next = it;
+          break;
+        }
+        const size_t j = dep->second;
+        if (has(failed_now, j) || has(interrupted_now, j) || has(elsewhere, j)) {
+          table.event(fmt::format("[{}] not started: {} (its pretraining run #{} did not finish here)",
+                                  clock_time(), describe_run(*it), j));
+          blocked.push_back(*it);
+          it = queue.erase(it);
+          continue;
+        }
+        ++it;
+      }
+      if (next == queue.end()) break;  // every queued run waits on one still running
+      const size_t i = *next;
+      queue.erase(next);
       launch(i);
     }
     int wait_status = 0;
@@ -354,6 +385,8 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
   if (!failed_skipped.empty())
     notes.push_back(fmt::format("{} failed earlier: --retry-failed resumes them", failed_skipped.size()));
   if (!notes.empty()) summary += fmt::format(" ({})", fmt::join(notes, "; "));
+  if (!blocked.empty())
+    summary += fmt::format(", {} not started (their pretraining run did not finish)", blocked.size());
   if (!interrupted_now.empty())
     summary += fmt::format(", {} interrupted (checkpointed; run again to resume)", interrupted_now.size());
   summary += fmt::format(" in {}", duration_text(total));
@@ -366,7 +399,7 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
   }
   std::fflush(stdout);
   if (stopping) return kExitInterrupted;
-  return failed_now.empty() && failed_skipped.empty() ? kExitOk : kExitFailure;
+  return failed_now.empty() && failed_skipped.empty() && blocked.empty() ? kExitOk : kExitFailure;
 }
 
 }  // namespace harness::sweeps

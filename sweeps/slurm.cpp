@@ -124,6 +124,7 @@ SlurmSubmission submit_slurm(const Sweep& sweep, const SlurmOptions& options) {
         (state == RunState::kFailed && options.retry_failed))
       out.run_indices.push_back(i);
   }
+  check_pretraining(sweep, out.run_indices, false);  // an array's tasks run in no set order
   write_sweep_record(sweep);
   if (out.run_indices.empty()) return out;
 

@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "analysis/export_table.h"
 #include "analysis/run_set.h"
@@ -21,7 +23,10 @@
 #include "harness/util/errors.h"
 #include "models/gpt.h"
 #include "results/run_file.h"
+#include "sweeps/plan.h"
 #include "sweeps/run_status.h"
+#include "sweeps/runner.h"
+#include "sweeps/sweep_file.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -422,7 +427,7 @@ TEST(NeedleRun, FineTunesEvaluatesAndExports) {
       sum += x;
     }
     EXPECT_DOUBLE_EQ(g.arrays.at("accuracy").values.at(0), sum / 9);
-    EXPECT_EQ(g.attributes.at("examples"), "3");
+    EXPECT_EQ(std::get<int64_t>(g.attributes.at("examples")), 3);  // a number, not "3"
     const auto value = analysis::metric_value(r, analysis::parse_metric("needle/accuracy"), T);
     ASSERT_TRUE(value.has_value());
     EXPECT_DOUBLE_EQ(*value, sum / 9);
@@ -465,4 +470,56 @@ TEST(NeedleRun, FineTunesEvaluatesAndExports) {
         << e.what();
   }
   EXPECT_THROW(analysis::parse_metric("needle/entropy"), harness::InputError);
+}
+
+namespace {
+
+// A sweep of one needle run (and, with `with_base`, its pretraining run first) on tiny_yaml's
+// model; results under <dir>/runs/ns.
+std::string needle_sweep_text(const fs::path& dir, const std::string& init_from, bool with_base) {
+  std::string base;
+  std::stringstream in(tiny_yaml(dir / "cache", 256));
+  for (std::string line; std::getline(in, line);) base += "  " + line + "\n";
+  base.replace(base.find("run: {"), 6, "run: {out_dir: '" + (dir / "runs").string() + "', ");
+  // The needle keys in the base: a task: lm run does not read them (its id is unchanged).
+  base += "  needle: {steps: 4, warmup_steps: 1, cooldown_steps: 1, batch_size: 2, examples: 3, contexts: [L]}\n";
+  return "name: ns\nbase:\n" + base + "runs:\n" + (with_base ? "  - {task: lm}\n" : "") +
+         "  - {task: needle, init_from: '" + init_from + "'}\n";
+}
+
+}  // namespace
+
+TEST(NeedleSweep, RefusedWithoutItsPretrainingRunAndOrderedAfterItInTheSameSweep) {
+  test_support::TempDir tmp;
+  // Pretraining run missing: `plan` says what the run waits on; `run` refuses, writing nothing.
+  fs::create_directories(tmp.path / "base");
+  const auto file = tmp.path / "ns.yaml";  // workers read the sweep file
+  std::ofstream(file) << needle_sweep_text(tmp.path, (tmp.path / "base").string(), false);
+  const auto missing = harness::sweeps::load_sweep(file.string());
+  const auto plan = harness::sweeps::format_plan(missing, harness::sweeps::inspect_runs(missing));
+  EXPECT_NE(plan.find("waiting on pretraining run"), std::string::npos) << plan;
+  harness::sweeps::LocalRunOptions o;
+  o.executable = HARNESS_BINARY;
+  o.live_display = 0;
+  o.threads_per_job = 1;
+  try {
+    harness::sweeps::run_sweep(missing, o);
+    ADD_FAILURE() << "a needle sweep started without its pretraining run";
+  } catch (const harness::InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("1 needle run cannot start"), std::string::npos) << what;
+    EXPECT_NE(what.find("ns.yaml:"), std::string::npos) << what;  // located
+    EXPECT_NE(what.find("missing"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(fs::exists(missing.sweep_dir)) << "nothing written";
+
+  // The pretraining run in the same sweep: trained first, then the needle run, with 2 jobs.
+  std::ofstream(file) << needle_sweep_text(tmp.path, (tmp.path / "runs" / "ns").string(), true);
+  const auto both = harness::sweeps::load_sweep(file.string());
+  ASSERT_EQ(both.runs.size(), 2u);
+  o.jobs = 2;
+  ASSERT_EQ(harness::sweeps::run_sweep(both, o), 0);
+  for (const auto& run : both.runs)
+    EXPECT_EQ(results::read_run_file(run.run_dir + "/run.h5").state, results::RunState::kDone) << run.run_dir;
+  EXPECT_EQ(results::read_run_file(both.runs[1].run_dir + "/run.h5").config.at("init_from_id"), both.runs[0].id);
 }

@@ -92,7 +92,7 @@ def main():
               "--no-progress"]
     r = subprocess.run(common + ["--overwrite", "--stop-after-steps", str(stop)],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if r.returncode not in (0, 130):  # 130: stopped (interrupted) as asked, checkpoint written
+    if r.returncode != 0:  # 0: stopped as asked, checkpoint written
         sys.exit(f"harness train --stop-after-steps failed with exit status {r.returncode}")
     os.rename(os.path.join(run_dir, "checkpoint.pt"), os.path.join(work, "step10.pt"))
     shutil.copy(os.path.join(work, "step10.pt"), os.path.join(run_dir, "checkpoint.pt"))

@@ -231,6 +231,7 @@ class TrainingSession {
               : interrupt_signal() ? fmt::format("signal {} at step {}", interrupt_signal(), step_)
                                    : fmt::format("a signal to another rank at step {}", step_);
           stop_as(progress, results::RunState::kInterrupted, reason);
+          outcome_.stopped_as_asked = session_over && !signalled;
           log->warn("interrupted ({}); checkpoint saved, continue with --resume", reason);
           return outcome_;
         }

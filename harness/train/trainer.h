@@ -29,6 +29,7 @@ struct TrainOutcome {
   int64_t step = 0;
   std::string run_dir;
   std::map<int64_t, double> eval_loss;  // last validation loss by context
+  bool stopped_as_asked = false;        // interrupted by --stop-after-steps, not a signal: exit 0
 };
 
 // Whether `record` (a run.h5) holds a run of `config`: the same run id, or, for a run written under
