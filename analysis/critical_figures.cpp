@@ -1,6 +1,7 @@
 #include "analysis/critical_figures.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -48,6 +49,26 @@ std::vector<std::pair<double, double>> edges(const std::vector<double>& v, bool 
 
 std::string number(double v) { return fmt::format("{:.9g}", v); }
 
+// γ runs from 0 over decades: the heatmaps draw it on an asinh axis (linear near 0, logarithmic
+// above `scale`), so the γ = 0 row shows. Cell edges are midpoints in that coordinate.
+std::vector<std::pair<double, double>> asinh_edges(const std::vector<double>& v, double scale) {
+  std::vector<double> u(v.size());
+  for (size_t k = 0; k < v.size(); ++k) u[k] = std::asinh(v[k] / scale);
+  std::vector<std::pair<double, double>> out;
+  for (const auto& [lo, hi] : edges(u, false))
+    out.push_back({std::max(0.0, scale * std::sinh(lo)), scale * std::sinh(hi)});
+  return out;
+}
+
+// Tics for the asinh γ axis up to `top`: 0, then 1–3–10 steps from the scale's decade.
+std::string asinh_tics(double scale, double top) {
+  std::vector<std::string> tics = {"0"};
+  for (double decade = std::pow(10.0, std::floor(std::log10(scale))); decade <= top; decade *= 10)
+    for (const double m : {1.0, 3.0})
+      if (m * decade <= top && m * decade >= scale) tics.push_back(number(m * decade));
+  return fmt::format("set ytics ({})\n", fmt::join(tics, ", "));
+}
+
 void add_render(CriticalFigures& figures, const std::string& dir, const std::string& stem,
                 const std::string& body) {
   const auto r = render_gnuplot(dir, stem, body);
@@ -55,6 +76,11 @@ void add_render(CriticalFigures& figures, const std::string& dir, const std::str
   for (const auto& image : r.images) figures.files.push_back(image);
   if (!r.notice.empty()) figures.notices.push_back(r.notice);
 }
+
+// Columns of critical_gamma_c_n<n>.csv (1-based, as gnuplot counts): rho, gamma_c_theory, per d
+// c_in, 1/(1−c_in), γ̂_c; then per d γ̂_c where the γ grid brackets it and where it does not.
+size_t in_grid_column(const CriticalScalingResult& r, size_t id) { return 3 + 3 * r.D + 2 * id; }
+size_t beyond_column(const CriticalScalingResult& r, size_t id) { return 4 + 3 * r.D + 2 * id; }
 
 std::string cell_label(int64_t n, int64_t d) { return fmt::format("n{}_d{}", n, d); }
 
@@ -69,10 +95,14 @@ void heatmaps(CriticalFigures& figures, const CriticalScalingResult& r, const st
                     "lambda", "eta",   "self_weight", "entropy", "c_out",    "c_in",
                     "lambda_oracle",   "eta_se"};
       double y_min = std::numeric_limits<double>::infinity(), y_max = 0;
+      double scale = std::numeric_limits<double>::infinity();  // the smallest γ > 0
+      for (const double g : r.gamma)
+        if (g > 0) scale = std::min(scale, g);
+      if (!std::isfinite(scale)) scale = 1;
       for (size_t ir = 0; ir < r.R; ++ir) {
         const std::vector<double> gammas(r.gamma.begin() + long(ir * r.G),
                                          r.gamma.begin() + long((ir + 1) * r.G));
-        const auto gamma_edges = edges(gammas, true);
+        const auto gamma_edges = asinh_edges(gammas, scale);
         for (size_t ig = 0; ig < r.G; ++ig) {
           const size_t k = r.at(in, id, ir, ig);
           const auto [g_lo, g_hi] = gamma_edges[ig];
@@ -87,7 +117,7 @@ void heatmaps(CriticalFigures& figures, const CriticalScalingResult& r, const st
       const std::string data = fmt::format("critical_{}.csv", cell_label(n, d));
       write_csv((fs::path(dir) / data).string(), csv);
       figures.files.push_back((fs::path(dir) / data).string());
-      if (!(y_max > 0)) continue;  // no γ > 0: nothing to draw on a log axis
+      if (!(y_max > 0)) continue;  // a single γ = 0 row: nothing to draw
 
       // Overlays: theory γ = 1/(1−ρ) (a function), 1/(1−c_in) and γ̂_c (columns of the γ̂_c CSV).
       const std::string gamma_c_csv = fmt::format("critical_gamma_c_n{}.csv", n);
@@ -95,22 +125,26 @@ void heatmaps(CriticalFigures& figures, const CriticalScalingResult& r, const st
       const std::string common = fmt::format(
           "set encoding utf8\n"
           "set xlabel 'ρ (cosine of the token model)'\n"
-          "set ylabel 'γ   (logits scaled by β = γ·ln n)'\n"
-          "set logscale y\n"
-          "set xrange [{}:{}]\n"
-          "set yrange [{}:{}]\n"
+          "set ylabel 'γ   (logits scaled by β = γ·ln n; asinh axis: γ = 0 at the bottom)'\n"
+          "set nonlinear y via asinh(y/{2}) inverse {2}*sinh(y)\n"
+          "{5}"
+          "set xrange [{0}:{1}]\n"
+          "set yrange [{3}:{4}]\n"
           "set key inside left top opaque box\n"
           "set grid front\n"
-          "{}",
-          number(rho_edges.front().first), number(rho_edges.back().second), number(y_min),
-          number(y_max), kPalette);
+          "{6}",
+          number(rho_edges.front().first), number(rho_edges.back().second), number(scale), number(std::min(y_min, 0.0)),
+          number(y_max), asinh_tics(scale, y_max), kPalette);
       const std::string overlays = fmt::format(
           ", \\\n  1/(1-x) with lines lw 3 lc rgb '#e41a1c' title 'γ = 1/(1−ρ)'"
           ", \\\n  {0} using 1:($1 > 0 ? ${2} : 1/0) with lines lw 2 dt 2 lc rgb 'black' "
           "title '1/(1−c_{{in}})'"
           ", \\\n  {0} using 1:{3} with points pt 7 ps 1.2 lc rgb 'white' notitle"
-          ", \\\n  {0} using 1:{3} with points pt 6 ps 1.2 lc rgb 'black' title 'measured γ̂_c (A_{{ii}} = ½)'",
-          gnuplot_quote(gamma_c_csv), base, base + 1, base + 2);
+          ", \\\n  {0} using 1:{3} with points pt 6 ps 1.2 lc rgb 'black' title 'measured γ̂_c (A_{{ii}} = ½)'"
+          ", \\\n  {0} using 1:(valid({4}) ? {5} : 1/0) with points pt 8 ps 1.4 lc rgb 'black' "
+          "title 'γ̂_c beyond the γ grid (at the top edge; value in the CSV)'",
+          gnuplot_quote(gamma_c_csv), base, base + 1, in_grid_column(r, id), beyond_column(r, id),
+          number(y_max));
       const std::string boxes = fmt::format(
           "plot {} using 1:2:3:4:5:6:{{}} with boxxyerror fs solid 1.0 noborder fc palette notitle",
           gnuplot_quote(data));
@@ -137,6 +171,9 @@ void gamma_c_figures(CriticalFigures& figures, const CriticalScalingResult& r, c
     for (const int64_t d : c.d)
       for (const char* what : {"c_in", "gamma_c_c_in", "gamma_c_hat"})
         csv.header.push_back(fmt::format("{}_d{}", what, d));
+    for (const int64_t d : c.d)
+      for (const char* what : {"gamma_c_hat_in_grid", "gamma_c_hat_beyond_grid"})
+        csv.header.push_back(fmt::format("{}_d{}", what, d));
     for (size_t ir = 0; ir < r.R; ++ir) {
       std::vector<double> row = {c.rho[ir], 1.0 / (1.0 - c.rho[ir])};
       for (size_t id = 0; id < r.D; ++id) {
@@ -145,9 +182,19 @@ void gamma_c_figures(CriticalFigures& figures, const CriticalScalingResult& r, c
         row.push_back(1.0 / (1.0 - r.c_in[cell]));
         row.push_back(r.gamma_c_hat[cell]);
       }
+      for (size_t id = 0; id < r.D; ++id) {
+        const size_t cell = r.cell(in, id, ir);
+        const bool in_grid = r.gamma_c_in_grid[cell] != 0;
+        row.push_back(in_grid ? r.gamma_c_hat[cell] : kNaN);
+        row.push_back(in_grid ? kNaN : r.gamma_c_hat[cell]);
+      }
       csv.rows.push_back(row);
     }
     const int64_t n = c.n[in];
+    // The frame ends a little above the γ grid: γ̂_c beyond it is drawn at the top edge, marked.
+    double top = 0;
+    for (const double g : r.gamma) top = std::max(top, g);
+    top *= 1.5;
     const std::string data = fmt::format("critical_gamma_c_n{}.csv", n);
     write_csv((fs::path(dir) / data).string(), csv);
     figures.files.push_back((fs::path(dir) / data).string());
@@ -158,17 +205,21 @@ void gamma_c_figures(CriticalFigures& figures, const CriticalScalingResult& r, c
         "set ylabel 'γ_c   (logits scaled by β = γ·ln n)'\n"
         "set logscale y\n"
         "set xrange [{}:{}]\n"
-        "set key inside left top box opaque\n"
+        "set yrange [*:{}]\n"
+        "set key outside right top box opaque\n"
         "plot 1/(1-x) with lines lw 3 lc rgb '#e41a1c' title '1/(1−ρ)'",
-        n, number(c.rho.front() - 0.025), number(c.rho.back() + 0.025));
-    const char* colours[] = {"#377eb8", "#4daf4a", "#984ea3", "#ff7f00", "#a65628", "#f781bf"};
+        n, number(c.rho.front() - 0.025), number(c.rho.back() + 0.025), number(top));
+    const char* colours[] = {"#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#882255"};
     for (size_t id = 0; id < r.D; ++id) {
       const size_t base = 3 + 3 * id;
       const char* colour = colours[id % 6];
       body += fmt::format(
           ", \\\n  {0} using 1:{1} with points pt {3} ps 1.3 lc rgb '{4}' title 'γ̂_c, d = {5}'"
+          ", \\\n  {0} using 1:(valid({6}) ? {7} : 1/0) with points pt 8 ps 1.5 lc rgb '{4}' "
+          "title 'γ̂_c beyond the γ grid, d = {5} (at the top edge; value in the CSV)'"
           ", \\\n  {0} using 1:{2} with lines dt 2 lw 1.5 lc rgb '{4}' title '1/(1−c_{{in}}), d = {5}'",
-          gnuplot_quote(data), base + 2, base + 1, 5 + 2 * int(id % 4), colour, c.d[id]);
+          gnuplot_quote(data), in_grid_column(r, id), base + 1, 5 + 2 * int(id % 4), colour, c.d[id],
+          beyond_column(r, id), number(top));
     }
     add_render(figures, dir, fmt::format("critical_gamma_c_n{}", n), body);
   }

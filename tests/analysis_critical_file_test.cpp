@@ -142,7 +142,24 @@ TEST(CriticalScalingFile, FiguresAndTableShowTheFilesNumbers) {
   const std::string csv = read(dir.path / "fig" / "critical_gamma_c_n64.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "rho,gamma_c_theory,c_in_d4,gamma_c_c_in_d4,gamma_c_hat_d4,c_in_d16,gamma_c_c_in_d16,"
-            "gamma_c_hat_d16");
+            "gamma_c_hat_d16,gamma_c_hat_in_grid_d4,gamma_c_hat_beyond_grid_d4,gamma_c_hat_in_grid_d16,"
+            "gamma_c_hat_beyond_grid_d16");
+  // γ̂_c is in exactly one of the two columns the figures draw (measured, or beyond the grid and
+  // drawn at the frame's edge), as the file's gamma_c_in_grid says.
+  std::stringstream rows(csv.substr(csv.find('\n') + 1));
+  size_t ir = 0;
+  for (std::string line; std::getline(rows, line); ++ir) {
+    std::vector<std::string> f;
+    std::stringstream fields(line + ",");
+    for (std::string x; std::getline(fields, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 12u) << line;
+    for (size_t id = 0; id < 2; ++id) {
+      const size_t cell = result.cell(0, id, ir);
+      const bool in_grid = result.gamma_c_in_grid[cell] != 0;
+      EXPECT_EQ(f[8 + 2 * id].empty(), !in_grid) << line;
+      EXPECT_EQ(f[9 + 2 * id].empty(), in_grid || !std::isfinite(result.gamma_c_hat[cell])) << line;
+    }
+  }
   const double hat = result.gamma_c_hat[result.cell(0, 1, 1)];  // n 64, d 16, ρ 0.6
   EXPECT_NE(csv.find(fmt::format("{:.9g}", hat)), std::string::npos) << csv;
   EXPECT_NE(figures.gamma_c_table.find(fmt::format("{:.3f} |", hat)), std::string::npos)

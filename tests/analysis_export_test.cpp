@@ -1,16 +1,21 @@
 // Export: tables of synthetic runs with known means and standard errors (Markdown, CSV and LaTeX
 // parsed back), missing and unreadable runs reported, and figures as CSV + gnuplot pictures.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include "analysis/export_curves.h"
 #include "analysis/export_table.h"
+#include "analysis/loss_table.h"
 #include "analysis/run_set.h"
+#include "analysis/theory_entropy.h"
 #include "harness/config/schema.h"
 #include "harness/util/errors.h"
 #include "results/run_file.h"
@@ -214,4 +219,221 @@ TEST(ExportCurves, WithoutGnuplotTheCsvsAreStillWritten) {
     EXPECT_NE(f.render.notice.find("gnuplot not found"), std::string::npos);
     for (const auto& csv : f.csv) EXPECT_TRUE(fs::exists(csv));
   }
+}
+
+namespace {
+
+// A done run of si+p-rope at `tau` (or of rope, which does not read τ) with a final loss `loss`.
+void write_tau_run(const fs::path& dir, const std::string& method, const std::string& tau, double loss,
+                   const std::string& state = "done") {
+  const auto c = harness::config::load_run_config_text(
+      "attention: {method: " + method + ", tau: " + tau + "}\ntrain: {context: 64}\n", "x.yaml");
+  results::RunRecord r;
+  r.config["canonical"] = harness::config::canonical_text(c.config, false);
+  r.config["hash"] = harness::config::config_hash(c.config);
+  r.state = results::run_state_from_string(state);
+  r.eval[64].step = {100};
+  r.eval[64].loss = {loss};
+  results::publish(r, (dir / "run.h5").string());
+}
+
+}  // namespace
+
+TEST(ExportTable, ADirectorysRowsFollowTheVaryingKeysNotTheRunIds) {
+  test_support::TempDir tmp;
+  // Directory names in the opposite order of τ, and τ = 10 after τ = 2 only when read as numbers.
+  write_tau_run(tmp.path / "a", "si+p-rope", "10", 1.3);
+  write_tau_run(tmp.path / "b", "si+p-rope", "2", 1.2);
+  write_tau_run(tmp.path / "c", "si+p-rope", "0.5", 1.1);
+  const auto t = analysis::build_table(analysis::load_run_set(tmp.path.string()), {});
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_EQ(t.row_keys, (std::vector<std::string>{"attention.tau"}));
+  EXPECT_EQ(std::stod(t.rows[0][0]), 0.5);
+  EXPECT_EQ(std::stod(t.rows[1][0]), 2.0);
+  EXPECT_EQ(std::stod(t.rows[2][0]), 10.0);
+}
+
+TEST(ExportTable, NotApplicableIsEmptyInCsvAndTheFooterClaimsBoldOnlyWhenThereIsSome) {
+  test_support::TempDir tmp;
+  write_tau_run(tmp.path / "si1", "si+p-rope", "1", 1.1);
+  write_tau_run(tmp.path / "si2", "si+p-rope", "2", 1.2);
+  write_tau_run(tmp.path / "rope", "rope", "10", 1.5);  // τ not read: "–" in the table
+  const auto set = analysis::load_run_set(tmp.path.string());
+  const auto t = analysis::build_table(set, {});
+  const auto csv = lines(analysis::format_table(t, "csv"));
+  ASSERT_EQ(csv.size(), 4u);
+  bool saw_rope = false;
+  for (const auto& line : csv) {
+    EXPECT_EQ(line.find("–"), std::string::npos) << line;
+    const auto fields = split(line, ',');
+    if (!fields.empty() && fields[0] == "rope") {  // attention.method, then attention.tau
+      saw_rope = true;
+      ASSERT_GT(fields.size(), 1u);
+      EXPECT_EQ(fields[1], "") << line;  // τ of a rope run: not applicable
+    }
+  }
+  EXPECT_TRUE(saw_rope);
+  const std::string md = analysis::format_table(t, "md");
+  EXPECT_NE(md.find("**1.1000 (1)**"), std::string::npos) << md;
+  EXPECT_NE(md.find("** best per column"), std::string::npos) << md;
+  analysis::TableOptions none;
+  none.best = "none";
+  const auto plain = analysis::build_table(set, none);
+  EXPECT_EQ(analysis::format_table(plain, "md").find("best per column"), std::string::npos);
+  EXPECT_EQ(analysis::format_table(plain, "tex").find("best per column"), std::string::npos);
+}
+
+TEST(ExportTable, NoFinishedRunIsAnErrorNotAnEmptyTable) {
+  test_support::TempDir tmp;
+  write_tau_run(tmp.path / "r", "si+p-rope", "1", 1.1, "interrupted");
+  try {
+    analysis::build_table(analysis::load_run_set(tmp.path.string()), {});
+    FAIL() << "a table with no row was built";
+  } catch (const harness::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no finished run matches"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("interrupted"), std::string::npos) << e.what();
+  }
+  // A done run that lacks the metric is the same error, saying so.
+  write_tau_run(tmp.path / "d", "si+p-rope", "2", 1.2);
+  analysis::TableOptions o;
+  o.metric = "needle/accuracy";
+  try {
+    analysis::build_table(analysis::load_run_set(tmp.path.string()), o);
+    FAIL() << "a table with no row was built";
+  } catch (const harness::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("hold no needle/accuracy"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ExportTable, AMisshapenBandMetricSuggestsTheRightForm) {
+  try {
+    analysis::parse_metric("attention/band_mass@10x2");
+    FAIL();
+  } catch (const harness::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("e.g. attention/band_mass@10 "), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("@10x2@"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LossTable, MeanOverSeedsIsTheMeanAndItsStandardError) {
+  analysis::LossTable t;
+  t.label_names = {"attention.method", "train.seed"};
+  t.contexts = {64};
+  for (const auto& [seed, loss] : std::vector<std::pair<std::string, double>>{{"0", 1.0}, {"1", 1.2}, {"2", 1.7}}) {
+    analysis::LossTableRow row;
+    row.run_id = "r" + seed;
+    row.labels = {"rope", seed};
+    row.state = "done";
+    row.loss[64] = loss;
+    t.rows.push_back(row);
+  }
+  const auto merged = analysis::average_over(t, "train.seed");
+  ASSERT_EQ(merged.rows.size(), 1u);
+  EXPECT_EQ(merged.rows[0].runs, 3);
+  const double mean = (1.0 + 1.2 + 1.7) / 3;
+  const double var = ((1.0 - mean) * (1.0 - mean) + (1.2 - mean) * (1.2 - mean) + (1.7 - mean) * (1.7 - mean)) / 2;
+  EXPECT_NEAR(merged.rows[0].loss.at(64), mean, 1e-12);
+  EXPECT_NEAR(merged.rows[0].loss_se.at(64), std::sqrt(var / 3), 1e-12);
+  EXPECT_NE(analysis::format_text(merged).find("standard error"), std::string::npos);
+  EXPECT_NE(analysis::format_csv(merged).find("loss_se_64"), std::string::npos);
+}
+
+namespace {
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Every titled plot clause of a gnuplot script, as "colour dash point style": two equal ones
+// would be two series a reader cannot tell apart.
+std::vector<std::string> looks(const std::string& script) {
+  std::vector<std::string> out;
+  static const std::regex clause(R"(with (\w+)[^,\n]*?lc rgb '(#[0-9A-Fa-f]{6})'(?: dt (\d+))?(?: pt (\d+))?[^,\n]*?title)");
+  for (auto it = std::sregex_iterator(script.begin(), script.end(), clause); it != std::sregex_iterator(); ++it)
+    out.push_back(fmt::format("{} {} {} {}", (*it)[2].str(), (*it)[3].str(), (*it)[4].str(), (*it)[1].str()));
+  return out;
+}
+
+// The `set title '…'` text of a script.
+std::string title_of(const std::string& script) {
+  const auto at = script.find("set title ");
+  return at == std::string::npos ? "" : script.substr(at + 10, script.find('\n', at) - at - 10);
+}
+
+void expect_distinct_looks(const std::string& dir, const std::string& name) {
+  const std::string script = read_all(fs::path(dir) / (name + ".gp"));
+  const auto l = looks(script);
+  EXPECT_FALSE(l.empty()) << name;
+  std::set<std::string> seen;
+  for (const auto& look : l) EXPECT_TRUE(seen.insert(look).second) << name << ": two series look alike: " << look;
+}
+
+}  // namespace
+
+TEST(ExportCurves, EverySeriesLooksDifferentAndTitlesSayTheSeeds) {
+  Runs runs;
+  test_support::TempDir out;
+  ::setenv("HARNESS_GNUPLOT", "/nonexistent/gnuplot", 1);  // the scripts are what is checked
+  const auto result = analysis::export_curves(runs.tmp.path.string(), {out.path.string(), ""});
+  ::unsetenv("HARNESS_GNUPLOT");
+  ASSERT_GE(result.figures.size(), 3u);
+  for (const auto& f : result.figures) {
+    expect_distinct_looks(out.path.string(), f.name);
+    const std::string title = title_of(read_all(out.path / (f.name + ".gp")));
+    EXPECT_NE(title.find("seed"), std::string::npos) << f.name << ": " << title;
+  }
+  // rope has 3 seeds, alibi 2 done: "± s.e." is said, with the count.
+  EXPECT_NE(title_of(read_all(out.path / "entropy_vs_context.gp")).find("mean ± s.e. over 3 seeds"), std::string::npos);
+  // rope keeps its colour from figure to figure.
+  const std::string a = read_all(out.path / "entropy_vs_context.gp"), b = read_all(out.path / "loss_vs_step_T64.gp");
+  EXPECT_NE(a.find("lc rgb '#0072B2'"), std::string::npos);
+  EXPECT_NE(b.find("lc rgb '#0072B2'"), std::string::npos);
+}
+
+TEST(ExportCurves, TheoryFiguresDrawTheirStandardErrorsAndTheirTrials) {
+  test_support::TempDir tmp;
+  analysis::EntropyTheoryOptions o;
+  o.contexts = {100, 1000};
+  o.trials = 16;
+  o.taus = {0.16, 10};
+  o.range_keys = 1000;
+  const auto theory = analysis::entropy_theory(o);
+  const std::string file = (tmp.path / "theory.h5").string();
+  analysis::write_entropy_theory(file, o, theory);
+  ::setenv("HARNESS_GNUPLOT", "/nonexistent/gnuplot", 1);
+  const auto result = analysis::export_curves(file, {(tmp.path / "fig").string(), ""});
+  ::unsetenv("HARNESS_GNUPLOT");
+  ASSERT_FALSE(result.figures.empty());
+  for (const auto& f : result.figures) {
+    expect_distinct_looks((tmp.path / "fig").string(), f.name);
+    const std::string script = read_all(tmp.path / "fig" / (f.name + ".gp"));
+    EXPECT_NE(title_of(script).find("16 trials"), std::string::npos) << f.name;
+    EXPECT_NE(script.find("yerror"), std::string::npos) << f.name << ": no error bars";
+  }
+  // The se columns are filled from the file's *_se datasets.
+  const auto csv = lines(read_all(tmp.path / "fig" / "theory_entropy_vs_context.csv"));
+  ASSERT_EQ(csv.size(), 3u);
+  const auto head = split(csv[0], ',');
+  const auto row = split(csv[1], ',');
+  ASSERT_EQ(head.size(), row.size());
+  for (size_t k = 0; k < head.size(); ++k)
+    if (head[k].size() > 3 && head[k].substr(head[k].size() - 3) == " se") {
+      ASSERT_FALSE(row[k].empty()) << head[k];
+      EXPECT_GT(std::stod(row[k]), 0.0) << head[k];
+    }
+
+  // Overlaid on runs of another τ: the theory's τ is checked and the mismatch said.
+  Runs runs;
+  ::setenv("HARNESS_GNUPLOT", "/nonexistent/gnuplot", 1);
+  const auto over = analysis::export_curves(runs.tmp.path.string(), {(tmp.path / "over").string(), file});
+  ::unsetenv("HARNESS_GNUPLOT");
+  bool said = false;
+  for (const auto& note : over.notes) said = said || note.find("has no run with that τ") != std::string::npos;
+  EXPECT_TRUE(said);
+  const std::string overlay = read_all(tmp.path / "over" / "entropy_vs_context.gp");
+  EXPECT_EQ(overlay.find("si τ=10"), std::string::npos) << "theory of a τ no run has is not drawn";
+  EXPECT_NE(read_all(tmp.path / "over" / "entropy_vs_context_theory.csv").find("theory standard"), std::string::npos);
 }
