@@ -2,7 +2,7 @@
 // rows and columns chosen among the keys that vary and the context; Markdown, CSV or LaTeX. The
 // paper's Table 1 (methods × 1L/4L/16L) is the default layout of a sweep over methods.
 //
-// Metrics (README.md, "Export"):
+// Metrics (docs/export.md):
 //   loss                        final validation loss at each context (/eval/<T>/loss, last row)
 //   attention/<name>[@t[xΔ]]    a validation attention statistic at the last validation, mean over
 //                               layers and heads; @t picks the band starting at distance t, @txΔ

@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
   std::printf("load average at start: %s; OMP_WAIT_POLICY %s (CPU ms ≫ threads × wall ms means "
               "other processes shared the cores)\n\n",
               load_average().c_str(), wait_policy ? wait_policy : "unset (libgomp: spin, then sleep)");
-  // A Markdown table, as the README's performance section holds it (scripts/bench.sh).
+  // A Markdown table, as docs/performance.md holds it (scripts/bench.sh).
   std::printf("| T | pass | kernel | min ms | median ms | CPU ms | peak MB | GFLOP/s | %% of matmul | "
               "vs ref | vs fp32 | mem/ref |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | "
               "--- | --- | --- |\n");

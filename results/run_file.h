@@ -15,7 +15,7 @@
 //   /analysis/<T>/attention/… `harness analyse`: the same statistics (layers, heads[, …]) and the
 //                             raw-score Gaussianity, for the final model
 // Every dataset is chunked with unlimited max size; each has a `units` attribute. The statistics'
-// datasets are listed in README.md ("Results").
+// datasets are listed in docs/results-format.md.
 //
 // Publishing writes a temporary file and renames it over run.h5, so a crash or kill at any moment
 // leaves the previous complete file: results already written are never corrupted.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's performance tables, regenerated in one go (`make bench`): the machine, then
+# The performance tables of docs/performance.md, regenerated in one go (`make bench`): the machine, then
 # bench_attention (fused CPU attention against the float64 reference, materialised float32 and
 # the matmul floor) and bench_eval_stats (the attention statistics' share of a validation), as
 # Markdown, printed and written to a file. Ratios are measured side by side in one run; run it on

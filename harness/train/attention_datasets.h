@@ -1,5 +1,5 @@
 // The attention statistics of a model's layers (attention/statistics.h) as the datasets run.h5
-// holds under /eval/<T>/attention and /analysis/<T>/attention (README.md, "Results"):
+// holds under /eval/<T>/attention and /analysis/<T>/attention (docs/results-format.md):
 //
 //   entropy, recent_mass                  (layers, heads)             nats; fraction
 //   band_mass, band_entropy               (layers, heads, bands)      fraction; nats
