@@ -285,7 +285,10 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
     const double seconds = std::chrono::duration<double>(Clock::now() - workers.at(pid).started).count();
     workers.erase(pid);
     const PlannedRun& run = sweep.runs[i];
-    const RunStatus status = inspect_run(run);
+    // What this worker left in the file, whoever holds the lock now: another runner's worker may
+    // already hold it to find the run done, and a live holder would read as "running" (the
+    // cause of ConcurrentRunnersTrainEachRunOnce's rare failure: a done run reported FAILED).
+    const RunStatus status = inspect_run(run, /*ignore_lock=*/true);
     const int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
     std::string verdict, detail;
     if (code == kExitRunLocked) {
