@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -35,6 +36,7 @@ struct Series {
   size_t variant = 0;
   bool theory = false;                // dashed, whatever the variant
   std::map<double, double> given_se;  // a standard error known exactly (theory): used instead
+  std::string legend;                 // the key's text when not the column header (small panels)
 };
 
 // x, then "<title>" (the mean over samples) and "<title> se" (its standard error: the given one,
@@ -95,16 +97,20 @@ SeriesStyle style_of(const Series& s) {
 // One clause per series of `file` (columns: x = 1, mean = 2 + 2i, se = 3 + 2i), each with its
 // own colour, dash and point type. `with`: "yerrorlines" and "yerrorbars" draw the se column
 // (0 where it is empty); anything else draws the mean only. `x`: the x column expression.
+// `keep`: only the series it accepts (one panel of small multiples); all when null.
 std::string series_clauses(const std::string& file, const std::vector<Series>& series, const std::string& with,
-                           const std::string& x = "1") {
+                           const std::string& x = "1", const std::function<bool(const Series&)>& keep = nullptr) {
   std::vector<std::string> clauses;
   const bool errors = with == "yerrorlines" || with == "yerrorbars";
   for (size_t i = 0; i < series.size(); ++i) {
+    if (keep && !keep(series[i])) continue;
     const size_t mean = 2 + 2 * i, se = 3 + 2 * i;
     const std::string using_ = errors ? fmt::format("{}:{}:(valid({}) ? column({}) : 0)", x, mean, se, se)
                                       : fmt::format("{}:{}", x, mean);
-    clauses.push_back(fmt::format("{} using {} with {} {} title columnheader({})", i == 0 ? gnuplot_quote(file) : "''",
-                                  using_, with, style_of(series[i]).clause(), mean));
+    const std::string title = series[i].legend.empty() ? fmt::format("columnheader({})", mean)
+                                                       : gnuplot_quote(series[i].legend);
+    clauses.push_back(fmt::format("{} using {} with {} {} title {}", clauses.empty() ? gnuplot_quote(file) : "''",
+                                  using_, with, style_of(series[i]).clause(), title));
   }
   return fmt::format("{}", fmt::join(clauses, ", \\\n     "));
 }
@@ -462,16 +468,9 @@ void range_entropy(const RunSet& set, const std::vector<const RunEntry*>& runs, 
     return;
   }
   const std::string name = fmt::format("range_entropy_T{}", T);
-  std::vector<std::pair<std::string, Csv>> csvs = {{name + ".csv", series_csv("t", series)}};
-  std::string body = axes(fmt::format("entropy of the attention within [t, tΔ) at T = {} (Fig. 2)\n{}; dash and "
-                                      "point type: Δ{}", context_text(runs, T), seeds_note(series),
-                                      theory.empty() ? "" : "; dashed, open: theory"),
-                          "range start t (tokens)", "entropy within the range (nats)", true) +
-                     "set yrange [0:*]\nset key outside right top font ',9'\n" +
-                     "plot " + series_clauses(name + ".csv", series, "yerrorlines");
-  if (!theory.empty()) {
-    // The theory's ranges that fit in T, at the Δ the runs have.
-    std::vector<Series> lines;
+  // The theory's ranges that fit in T, at the Δ the runs have.
+  std::vector<Series> lines;
+  if (!theory.empty())
     for (const auto& [g, look] : matching_theory(theory, set, runs, w, name)) {
       const auto& start = g->integers.at("range_start");
       const auto& ratio = g->integers.at("range_ratio");
@@ -481,14 +480,27 @@ void range_entropy(const RunSet& set, const std::vector<const RunEntry*>& runs, 
         if (!ratios.count(ratio[i]) || start[i] * ratio[i] > T) continue;
         auto& s = series_for(lines, fmt::format("{} Δ={}", look.first, ratio[i]), look.second, variant_of(ratio[i]));
         s.theory = true;
+        s.legend = look.first;
         s.at[double(start[i])].push_back(v[i]);
         s.given_se[double(start[i])] = se[i];
       }
     }
-    if (!lines.empty()) {
-      csvs.push_back({name + "_theory.csv", series_csv("t", lines)});
-      body += ", \\\n     " + series_clauses(name + "_theory.csv", lines, "yerrorlines");
-    }
+  for (auto& s : series) s.legend = s.title.substr(0, s.title.rfind(" Δ="));
+  std::vector<std::pair<std::string, Csv>> csvs = {{name + ".csv", series_csv("t", series)}};
+  if (!lines.empty()) csvs.push_back({name + "_theory.csv", series_csv("t", lines)});
+  // Small multiples: one panel per Δ, the same colours in each (Fig. 2 of the paper is drawn so).
+  std::string body = fmt::format(
+      "set multiplot layout 1,{} title \"entropy of the attention within [t, tΔ) at T = {} (Fig. 2)\\n{}{}\"\n",
+      ratios.size(), context_text(runs, T), seeds_note(series), lines.empty() ? "" : "; dashed, open points: IID-logit theory");
+  for (const int64_t ratio : ratios) {
+    const size_t k = variant_of(ratio);
+    const auto this_ratio = [k](const Series& s) { return s.variant == k; };
+    body += fmt::format("set title 'Δ = {}'\nset xlabel 'range start t (tokens)'\nset ylabel {}\n", ratio,
+                        k == 0 ? "'entropy within the range (nats)'" : "''");
+    body += "set logscale x 10\nset yrange [0:*]\nset key inside left top font ',8' spacing 0.9\n";
+    body += "plot " + series_clauses(name + ".csv", series, "yerrorlines", "1", this_ratio);
+    if (!lines.empty()) body += ", \\\n     " + series_clauses(name + "_theory.csv", lines, "yerrorlines", "1", this_ratio);
+    body += "\n";
   }
   w.figure(name, csvs, body);
 }

@@ -107,19 +107,27 @@ RenderResult render_gnuplot(const std::string& dir, const std::string& stem,
   RenderResult r;
   r.script = (fs::path(dir) / (stem + ".gp")).string();
   const std::string svg = stem + ".svg", png = stem + ".png";
-  // One script, two terminals: the body is drawn to SVG, then replotted to PNG.
+  // One script, two terminals: the body runs once per terminal (not `replot`, which cannot
+  // redraw a multiplot of small panels).
   const std::string script = fmt::format(
       "# {0}: drawn from the CSV beside it; run `gnuplot {0}.gp` in this folder to redraw.\n"
       "set datafile separator ','\n"
+      "do for [format in 'svg png'] {{\n"
+      "if (format eq 'svg') {{\n"
+      "  set terminal svg size 900,560 dynamic font 'Sans,12'\n"
+      "  set output {1}\n"
+      "}} else {{\n"
+      "  set terminal pngcairo size 900,560 font 'Sans,10'\n"
+      "  set output {3}\n"
+      "}}\n"
+      "reset\n"
+      "set datafile separator ','\n"
       "set key outside right top\n"
       "set grid\n"
-      "set terminal svg size 900,560 dynamic font 'Sans,12'\n"
-      "set output {1}\n"
       "{2}\n"
-      "set terminal pngcairo size 900,560 font 'Sans,10'\n"
-      "set output {3}\n"
-      "replot\n"
-      "unset output\n",
+      "unset multiplot\n"
+      "unset output\n"
+      "}}\n",
       stem, gnuplot_quote(svg), body, gnuplot_quote(png));
   write_file_atomically(r.script, script);
   if (!gnuplot_available()) {

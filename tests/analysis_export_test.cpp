@@ -357,10 +357,18 @@ std::vector<std::string> looks(const std::string& script) {
   return out;
 }
 
-// The `set title '…'` text of a script.
+// The title of a script's figure: its multiplot's (small panels) or its `set title`.
 std::string title_of(const std::string& script) {
+  const auto multi = script.find("set multiplot layout");
+  if (multi != std::string::npos) return script.substr(multi, script.find('\n', multi) - multi);
   const auto at = script.find("set title ");
   return at == std::string::npos ? "" : script.substr(at + 10, script.find('\n', at) - at - 10);
+}
+
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
 }
 
 void expect_distinct_looks(const std::string& dir, const std::string& name) {
@@ -436,4 +444,73 @@ TEST(ExportCurves, TheoryFiguresDrawTheirStandardErrorsAndTheirTrials) {
   const std::string overlay = read_all(tmp.path / "over" / "entropy_vs_context.gp");
   EXPECT_EQ(overlay.find("si τ=10"), std::string::npos) << "theory of a τ no run has is not drawn";
   EXPECT_NE(read_all(tmp.path / "over" / "entropy_vs_context_theory.csv").find("theory standard"), std::string::npos);
+}
+
+namespace {
+
+// A done run with everything a figure reads: losses at 64 and 256, attention statistics (entropy,
+// recent mass, bands, ranges at Δ = 2 and 10) at both, and an analysis with QQ quantiles.
+void write_rich_run(const fs::path& dir, const std::string& method, const std::string& tau, int seed, double loss) {
+  const auto c = harness::config::load_run_config_text(
+      "attention: {method: " + method + ", tau: " + tau + "}\nmodel: {layers: 2}\ntrain: {context: 64, seed: " +
+          std::to_string(seed) + "}\n", "x.yaml");
+  results::RunRecord r;
+  r.config["canonical"] = harness::config::canonical_text(c.config, false);
+  r.config["hash"] = harness::config::config_hash(c.config);
+  r.state = results::RunState::kDone;
+  for (const int64_t T : {64, 256}) {
+    auto& rows = r.eval[T];
+    rows.step = {100, 200};
+    rows.loss = {loss + 1, loss + double(T) / 1000};
+    results::DatasetGroup g;
+    g.arrays["entropy"] = {{1, 2, 1}, {loss, loss + 0.5}, "nats"};
+    g.arrays["recent_mass"] = {{1, 2, 1}, {0.5, 0.6}, ""};
+    g.integers["band_edges"] = {0, 1, 10, T};
+    g.arrays["band_mass"] = {{1, 2, 1, 3}, {0.2, 0.3, 0.5, 0.1, 0.2, 0.7}, ""};
+    g.integers["range_start"] = {1, 2, 3, 1, 2};
+    g.integers["range_ratio"] = {2, 2, 2, 10, 10};
+    g.arrays["range_entropy"] = {{1, 2, 1, 5}, {0.1, 0.5, 0.7, 1.5, 2.0, 0.2, 0.6, 0.8, 1.6, 2.1}, "nats"};
+    r.eval[T].attention = g;
+  }
+  results::DatasetGroup a;
+  std::vector<double> normal, score;
+  for (int k = 0; k < 99; ++k) normal.push_back((k - 49) / 20.0);
+  for (int layer = 0; layer < 2; ++layer)
+    for (int k = 0; k < 99; ++k) score.push_back(normal[size_t(k)] * (1 + 0.1 * layer));
+  a.arrays["qq_normal"] = {{99}, normal, ""};
+  a.arrays["qq_score"] = {{2, 99}, score, ""};
+  a.arrays["entropy"] = {{2, 1}, {loss, loss}, "nats"};
+  r.analysis[256] = a;
+  results::publish(r, (dir / "run.h5").string());
+}
+
+}  // namespace
+
+TEST(ExportCurves, EveryFigureKindOfATauSweepHasDistinctSeriesAndSaysItsSeeds) {
+  test_support::TempDir runs, out;
+  for (const int seed : {0, 1}) {
+    write_rich_run(runs.path / fmt::format("a{}", seed), "si+p-rope", "L/400", seed, 1.2 + 0.01 * seed);
+    write_rich_run(runs.path / fmt::format("b{}", seed), "si+p-rope", "L/40", seed, 1.3 + 0.01 * seed);
+    write_rich_run(runs.path / fmt::format("r{}", seed), "rope", "10", seed, 1.25 + 0.01 * seed);
+  }
+  ::setenv("HARNESS_GNUPLOT", "/nonexistent/gnuplot", 1);
+  const auto result = analysis::export_curves(runs.path.string(), {out.path.string(), ""});
+  ::unsetenv("HARNESS_GNUPLOT");
+  std::set<std::string> kinds;
+  for (const auto& f : result.figures) {
+    kinds.insert(f.name.substr(0, f.name.find("_T")));
+    expect_distinct_looks(out.path.string(), f.name);
+    const std::string title = title_of(read_all(out.path / (f.name + ".gp")));
+    EXPECT_NE(title.find("seeds"), std::string::npos) << f.name << ": " << title;
+  }
+  for (const char* kind : {"loss_vs_step", "loss_vs_tau", "entropy_vs_context", "recent_mass_vs_context", "band_mass",
+                           "range_entropy", "qq"})
+    EXPECT_TRUE(kinds.count(kind)) << kind;
+  // Two seeds: error bars from the se columns, and the titles say so.
+  EXPECT_NE(read_all(out.path / "loss_vs_tau.gp").find("yerrorlines"), std::string::npos);
+  EXPECT_NE(title_of(read_all(out.path / "entropy_vs_context.gp")).find("mean ± s.e. over 2 seeds"), std::string::npos);
+  // rope has no τ: a horizontal line per context in loss_vs_tau, in rope's colour.
+  EXPECT_NE(read_all(out.path / "loss_vs_tau.gp").find("with lines lc rgb '#0072B2'"), std::string::npos);
+  // Ranges: one panel per Δ.
+  EXPECT_EQ(count_of(read_all(out.path / "range_entropy_T256.gp"), "set title 'Δ = "), 2u);
 }
