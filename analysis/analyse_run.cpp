@@ -54,7 +54,7 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
   }
   const auto& c = run.loaded.config;
   const int64_t windows = o.windows > 0 ? o.windows : c.eval.windows;
-  const int64_t queries = o.queries > 0 ? o.queries : (c.eval.attention_queries > 0 ? c.eval.attention_queries : 16);
+  const int64_t queries = o.queries > 0 ? o.queries : (c.eval.attention_queries > 0 ? c.eval.attention_queries : harness::config::kDefaultAttentionQueries);
   const int64_t batch = o.batch_size > 0 ? o.batch_size : c.eval.batch_size;
   std::vector<int64_t> contexts;
   if (o.contexts.empty()) {

@@ -16,7 +16,7 @@ namespace analysis {
 struct AnalyseOptions {
   std::vector<harness::config::ContextValue> contexts;  // empty: the run's validation contexts
   int64_t windows = 0;     // validation windows per context; 0: the run's eval.windows
-  int64_t queries = 0;     // sampled positions per window; 0: the run's eval.attention_queries (16 if 0)
+  int64_t queries = 0;     // sampled positions per window; 0: the run's eval.attention_queries (kDefaultAttentionQueries if 0)
   int64_t batch_size = 0;  // windows per forward pass; 0: the run's eval.batch_size
   bool force = false;      // recompute contexts already analysed at the same settings
 };

@@ -8,6 +8,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "attention/method.h"
 #include "attention/score_mod.h"
 #include "attention/statistics.h"
 #include "results/hdf5_io.h"
@@ -35,21 +36,34 @@ struct Transform {
   attention::ScoreMod mod;
 };
 
+// The transform's score mod as every kernel gets it: resolved through the method registry
+// (attention/transforms.h) with no positional encoding and s = q·k (scale 1: the raw scores are
+// the N(0, 1) draws themselves), so the theory cannot drift from what a run computes.
+attention::ScoreMod registry_mod(const std::string& transform, double tau) {
+  attention::MethodOptions options;
+  options.method = "nope";
+  options.transform = transform;
+  options.tau = tau;
+  options.score_scale = 1.0;
+  options.train_context = 2;  // read by no transform's policy, only by LogN's initial s_h
+  const auto method = attention::resolve_method(options);
+  attention::ScoreMod mod;
+  mod.scale = float(method.score_scale);
+  attention::transform_spec(method.transform).fill(method, mod);
+  return mod;
+}
+
 std::vector<Transform> transforms(const EntropyTheoryOptions& o, std::vector<float>& head_scale) {
   std::vector<Transform> out;
-  out.push_back({"standard", "standard", 0, attention::ScoreMod{}});
-  head_scale.assign(1, float(o.logn_scale));
-  Transform logn{"logn", "logn", 0, attention::ScoreMod{}};
-  logn.mod.row = attention::RowFactor::kLogN;
+  out.push_back({"standard", "standard", 0, registry_mod("none", 10.0)});
+  head_scale.assign(1, float(o.logn_scale));  // LogN's s_h, fixed here (learned in a run)
+  Transform logn{"logn", "logn", 0, registry_mod("logn", 10.0)};
   logn.mod.head_scale = head_scale.data();
   out.push_back(logn);
   for (const double tau : o.taus) {
     if (!(tau > 0) || !std::isfinite(tau))
       throw std::invalid_argument(fmt::format("theory entropy: tau must be > 0, got {}", tau));
-    Transform si{fmt::format("scale-invariant-tau{}", tau), "scale-invariant", tau, attention::ScoreMod{}};
-    si.mod.distance = attention::DistanceMod::kScaleInvariant;
-    si.mod.inv_tau = float(1.0 / tau);
-    out.push_back(si);
+    out.push_back({fmt::format("scale-invariant-tau{}", tau), "scale-invariant", tau, registry_mod("scale-invariant", tau)});
   }
   return out;
 }

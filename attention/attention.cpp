@@ -63,7 +63,7 @@ double sampled_score_std(const torch::Tensor& q, const torch::Tensor& k, double 
 
 CausalAttentionImpl::CausalAttentionImpl(MethodOptions options)
     : options_(std::move(options)), method_(resolve_method(options_)) {
-  if (method_.kernel == "cuda" && !kHaveCudaKernel) no_cuda_kernel();
+  if (method_.kernel == Kernel::kCuda && !kHaveCudaKernel) no_cuda_kernel();
   if (method_.learned_head_scale())
     logn_scale = register_parameter(
         "logn_scale", torch::full({method_.heads}, initial_head_scale(method_), torch::kFloat32));
@@ -135,7 +135,7 @@ torch::Tensor CausalAttentionImpl::forward_cached(const torch::Tensor& q, const 
   auto [qr, kr] = rotate_rows(q, k, start, context);
   k_cache = start == 0 ? kr.contiguous() : torch::cat({k_cache, kr}, 2);  // (B, H, start + n, D)
   v_cache = start == 0 ? v.contiguous() : torch::cat({v_cache, v}, 2);
-  if (start == 0 && method_.kernel != "reference")
+  if (start == 0 && method_.kernel != Kernel::kReference)
     return std::get<0>(run(q, k, v, /*want_lse=*/false, context));  // the prefill: the kernel
   return attend_rows(qr, k_cache, v_cache, start, context);
 }
@@ -159,7 +159,7 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
                                 " is shorter than the sequence (" + std::to_string(T) + ")");
   check_context(method_, context);
   if (context != T) {  // a prefix of a longer sequence: that sequence's rotation and score-mod
-    if (method_.kernel == "reference" || want_lse) {
+    if (method_.kernel == Kernel::kReference || want_lse) {
       auto [qr, kr] = rotate_rows(q, k, 0, context);
       if (want_lse)
         throw std::invalid_argument("CausalAttention: no LSE at an overridden context");
@@ -167,8 +167,8 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
     }
   }
 
-  const bool use_reference = method_.kernel == "reference";
-  const bool use_cuda = method_.kernel == "cuda" || (method_.kernel == "fused" && q.is_cuda());
+  const bool use_reference = method_.kernel == Kernel::kReference;
+  const bool use_cuda = method_.kernel == Kernel::kCuda || (method_.kernel == Kernel::kFused && q.is_cuda());
   if (use_cuda && !kHaveCudaKernel) no_cuda_kernel();
 
   torch::Tensor qr, kr;

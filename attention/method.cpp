@@ -120,7 +120,7 @@ Method resolve_method(const MethodOptions& o) {
   const auto kernels = kernel_names();
   if (std::find(kernels.begin(), kernels.end(), o.kernel) == kernels.end())
     bad("unknown kernel '" + o.kernel + "'; valid kernels: " + join(kernels));
-  m.kernel = o.kernel;
+  m.kernel = o.kernel == "reference" ? Kernel::kReference : o.kernel == "cuda" ? Kernel::kCuda : Kernel::kFused;
 
   if (o.heads < 1) bad("heads must be >= 1, got " + std::to_string(o.heads));
   if (o.head_dim < 1) bad("head_dim must be >= 1, got " + std::to_string(o.head_dim));

@@ -27,6 +27,9 @@ constexpr int64_t kMaxContext = int64_t(1) << 20;
 
 enum class Positional { kNoPE, kRoPE, kPRoPE, kNTK, kYaRN, kALiBi };
 enum class PRoPEVariant { kRespread, kTruncate };
+// Which implementation runs the attention (attention.kernel): the float64 reference, the fused
+// CPU kernel (the CUDA kernel for CUDA tensors), or the CUDA kernel.
+enum class Kernel { kReference, kFused, kCuda };
 
 std::vector<std::string> preset_names();      // the 12 presets (also in attention.h)
 std::vector<std::string> positional_names();  // nope, rope, p-rope, ntk, yarn, alibi
@@ -53,7 +56,7 @@ struct Method {
   int64_t train_context = 0;     // L (0 = not given; only methods that need it require it)
   int64_t heads = 1;
   int64_t head_dim = 64;
-  std::string kernel = "fused";
+  Kernel kernel = Kernel::kFused;
 
   bool rotary() const;             // rope, p-rope, ntk, yarn
   bool learned_head_scale() const { return transform_spec(transform).learned_head_scale; }

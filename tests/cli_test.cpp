@@ -8,6 +8,7 @@
 #include <fstream>
 #include <string>
 
+#include "sweeps/sweep_file.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -20,7 +21,7 @@ struct Result {
 };
 
 // Runs `harness ARGS` in `cwd` (default: the test's working directory).
-Result harness(const std::string& args, const fs::path& cwd = {}) {
+Result run_cli(const std::string& args, const fs::path& cwd = {}) {
   test_support::TempDir log_dir;
   const auto log = log_dir.path / "log";
   const std::string cd = cwd.empty() ? "" : "cd '" + cwd.string() + "' && ";
@@ -44,41 +45,41 @@ size_t count(const std::string& text, const std::string& part) {
 }  // namespace
 
 TEST(Cli, AMissingPositionalArgumentIsNamedNotItsInternalOption) {
-  const auto config = harness("config");
+  const auto config = run_cli("config");
   EXPECT_EQ(config.code, 2);
   EXPECT_TRUE(has(config.output, "missing ACTION: keys | show")) << config.output;
   EXPECT_FALSE(has(config.output, "--action")) << config.output;
-  const auto attention = harness("attention");
+  const auto attention = run_cli("attention");
   EXPECT_EQ(attention.code, 2);
   EXPECT_TRUE(has(attention.output, "missing ACTION: inspect")) << attention.output;
-  const auto table = harness("export table");
+  const auto table = run_cli("export table");
   EXPECT_EQ(table.code, 2);
   EXPECT_TRUE(has(table.output, "missing INPUT")) << table.output;
   EXPECT_FALSE(has(table.output, "--input")) << table.output;
-  const auto analyse = harness("analyse");
+  const auto analyse = run_cli("analyse");
   EXPECT_EQ(analyse.code, 2);
   EXPECT_TRUE(has(analyse.output, "missing TARGET")) << analyse.output;
 }
 
 TEST(Cli, HelpShowsTheUsageOnceWithExamplesAndReadableDefaults) {
-  const auto table = harness("export table --help");
+  const auto table = run_cli("export table --help");
   EXPECT_EQ(table.code, 0);
   EXPECT_FALSE(has(table.output, "--input")) << table.output;
   EXPECT_TRUE(has(table.output, "examples:")) << table.output;
-  const auto critical = harness("theory critical --help");
+  const auto critical = run_cli("theory critical --help");
   EXPECT_EQ(critical.code, 0);
   EXPECT_EQ(count(critical.output, "usage:"), 1u) << critical.output;
-  const auto theory = harness("theory --help");
+  const auto theory = run_cli("theory --help");
   EXPECT_TRUE(has(theory.output, "entropy") && has(theory.output, "critical")) << theory.output;
-  const auto entropy = harness("theory entropy --help");
+  const auto entropy = run_cli("theory entropy --help");
   EXPECT_TRUE(has(entropy.output, "--logn-scale arg (=0.4)")) << entropy.output;
   for (const char* command : {"sweep --help", "train --help", "analyse --help", "config --help",
                               "attention --help", "--help"})
-    EXPECT_TRUE(has(harness(command).output, "example")) << command;
+    EXPECT_TRUE(has(run_cli(command).output, "example")) << command;
 }
 
 TEST(Cli, VersionNamesTheRevisionAndLibTorch) {
-  const auto v = harness("--version");
+  const auto v = run_cli("--version");
   EXPECT_EQ(v.code, 0);
   EXPECT_EQ(v.output.rfind("harness ", 0), 0u) << v.output;
   EXPECT_TRUE(has(v.output, "LibTorch ")) << v.output;
@@ -87,32 +88,32 @@ TEST(Cli, VersionNamesTheRevisionAndLibTorch) {
 TEST(Cli, ExportCurvesChecksItsInputBeforeCreatingTheOutputDirectory) {
   test_support::TempDir tmp;
   const auto out = tmp.path / "figures";
-  const auto r = harness("export curves " + (tmp.path / "no-such.yaml").string() + " --out " + out.string());
+  const auto r = run_cli("export curves " + (tmp.path / "no-such.yaml").string() + " --out " + out.string());
   EXPECT_EQ(r.code, 2) << r.output;
   EXPECT_FALSE(fs::exists(out));
-  const auto theory = harness("export curves " + (tmp.path / "no-such.h5").string() + " --out " + out.string());
+  const auto theory = run_cli("export curves " + (tmp.path / "no-such.h5").string() + " --out " + out.string());
   EXPECT_EQ(theory.code, 2) << theory.output;
   EXPECT_FALSE(fs::exists(out));
 }
 
 TEST(Cli, AnalyseOfAMissingPathSaysSo) {
-  const auto r = harness("analyse runs/no-such-run-dir");
+  const auto r = run_cli("analyse runs/no-such-run-dir");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(has(r.output, "no such run directory or sweep file")) << r.output;
 }
 
 TEST(Cli, AttentionInspectErrorsPointAtTheFlag) {
-  const auto r = harness("attention inspect --method sip-rope");
+  const auto r = run_cli("attention inspect --method sip-rope");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(has(r.output, "--method sip-rope: attention.method")) << r.output;
   EXPECT_FALSE(has(r.output, "--attention.method")) << r.output;
 }
 
 TEST(Cli, AFlagTheMethodDoesNotReadIsNotedAsIgnored) {
-  const auto rope = harness("attention inspect --method rope --tau 10 --distances 0,1");
+  const auto rope = run_cli("attention inspect --method rope --tau 10 --distances 0,1");
   EXPECT_EQ(rope.code, 0) << rope.output;
   EXPECT_TRUE(has(rope.output, "note: --tau 10: ignored")) << rope.output;
-  const auto si = harness("attention inspect --method si+p-rope --tau 10 --distances 0,1");
+  const auto si = run_cli("attention inspect --method si+p-rope --tau 10 --distances 0,1");
   EXPECT_EQ(si.code, 0) << si.output;
   EXPECT_FALSE(has(si.output, "ignored")) << si.output;
 }
@@ -121,27 +122,42 @@ TEST(Cli, ConfigShowNotesTauAndTheBaseFarFromThePapersRatios) {
   test_support::TempDir tmp;
   const auto config = tmp.path / "c.yaml";
   std::ofstream(config) << "attention: {method: si+p-rope}\ntrain: {context: 64}\n";  // τ = 10, base 1024
-  const auto defaults = harness("config show --config " + config.string());
+  const auto defaults = run_cli("config show --config " + config.string());
   EXPECT_EQ(defaults.code, 0) << defaults.output;
   EXPECT_TRUE(has(defaults.output, "note: attention.tau = 10 is L/6.4")) << defaults.output;
   EXPECT_TRUE(has(defaults.output, "note: attention.p_rope_base = 1024 is L/0.0625")) << defaults.output;
   std::ofstream(config) << "attention: {method: si+p-rope, tau: L/400, p_rope_base: L/4}\ntrain: {context: 64}\n";
-  const auto scaled = harness("config show --config " + config.string());
+  const auto scaled = run_cli("config show --config " + config.string());
   EXPECT_EQ(scaled.code, 0) << scaled.output;
   EXPECT_FALSE(has(scaled.output, "note:")) << scaled.output;
   // RoPE reads neither: nothing to say.
   std::ofstream(config) << "attention: {method: rope}\ntrain: {context: 64}\n";
-  EXPECT_FALSE(has(harness("config show --config " + config.string()).output, "note:"));
+  EXPECT_FALSE(has(run_cli("config show --config " + config.string()).output, "note:"));
 }
 
 TEST(Cli, AQuickEntropyTheoryNeverReplacesTheFullRunsFile) {
   test_support::TempDir tmp;
   fs::create_directories(tmp.path / "runs" / "theory");
   std::ofstream(tmp.path / "runs" / "theory" / "entropy.h5") << "the full run";
-  const auto r = harness("theory entropy --quick --threads 2", tmp.path);
+  const auto r = run_cli("theory entropy --quick --threads 2", tmp.path);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(tmp.path / "runs" / "theory" / "entropy-quick.h5")) << r.output;
   std::ifstream in(tmp.path / "runs" / "theory" / "entropy.h5");
   const std::string kept((std::istreambuf_iterator<char>(in)), {});
   EXPECT_EQ(kept, "the full run");
+}
+
+TEST(Cli, SweepStatusCallsAnUnreadableRunFileUnreadable) {
+  test_support::TempDir tmp;
+  const auto file = tmp.path / "s.yaml";
+  std::ofstream(file) << "name: s\nbase:\n  data: {corpus: " << HARNESS_TEST_DATA << "/sotu}\n"
+                      << "  run: {out_dir: " << (tmp.path / "runs").string() << "}\nseeds: [0, 1]\n";
+  const auto sweep = harness::sweeps::load_sweep(file.string());
+  fs::create_directories(sweep.runs[0].run_dir);
+  std::ofstream(sweep.runs[0].run_dir + "/run.h5") << "\x89HDF\r\n\x1a\n truncated";
+  const auto r = run_cli("sweep status " + file.string());
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, "unreadable")) << r.output;
+  EXPECT_TRUE(has(r.output, "1 unreadable")) << r.output;  // the counts line
+  EXPECT_FALSE(has(r.output, " 1 failed")) << r.output;
 }

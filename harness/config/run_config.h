@@ -26,6 +26,10 @@ struct ContextValue {
   static ContextValue times_l(double coefficient) { return {coefficient, true}; }
 };
 
+// Positions per window whose attention statistics are recorded: eval.attention_queries' default,
+// and what `harness analyse` samples in a run that recorded none.
+constexpr int64_t kDefaultAttentionQueries = 16;
+
 struct RunConfig {
   std::string name = "run";  // label; results go to <run.out_dir>/<name>/
 
@@ -76,7 +80,7 @@ struct RunConfig {
     int64_t batch_size = 4;
     int64_t position_buckets = 8;   // mean loss per bucket of positions within the window
     uint64_t seed = 1234;           // placement of validation windows (shared across runs)
-    int64_t attention_queries = 16; // attention statistics of the last N positions per window; 0: off
+    int64_t attention_queries = kDefaultAttentionQueries;  // statistics of the last N positions per window; 0: off
   } eval;
 
   // What the run does: "lm" trains a language model (everything above); "needle" fine-tunes the
