@@ -206,7 +206,7 @@ void gamma_c_figures(CriticalFigures& figures, const CriticalScalingResult& r, c
         "set logscale y\n"
         "set xrange [{}:{}]\n"
         "set yrange [*:{}]\n"
-        "set key outside right top box opaque\n"
+        "set key below box opaque maxcols 2\n"
         "plot 1/(1-x) with lines lw 3 lc rgb '#e41a1c' title '1/(1−ρ)'",
         n, number(c.rho.front() - 0.025), number(c.rho.back() + 0.025), number(top));
     const char* colours[] = {"#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#882255"};
@@ -216,7 +216,7 @@ void gamma_c_figures(CriticalFigures& figures, const CriticalScalingResult& r, c
       body += fmt::format(
           ", \\\n  {0} using 1:{1} with points pt {3} ps 1.3 lc rgb '{4}' title 'γ̂_c, d = {5}'"
           ", \\\n  {0} using 1:(valid({6}) ? {7} : 1/0) with points pt 8 ps 1.5 lc rgb '{4}' "
-          "title 'γ̂_c beyond the γ grid, d = {5} (at the top edge; value in the CSV)'"
+          "title 'γ̂_c beyond the grid, d = {5} (at the top)'"
           ", \\\n  {0} using 1:{2} with lines dt 2 lw 1.5 lc rgb '{4}' title '1/(1−c_{{in}}), d = {5}'",
           gnuplot_quote(data), in_grid_column(r, id), base + 1, 5 + 2 * int(id % 4), colour, c.d[id],
           beyond_column(r, id), number(top));

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "harness/config/engine_options.h"
 #include "harness/needle/needle_task.h"
@@ -167,165 +168,193 @@ std::string pretrained_run_dir(const config::LoadedConfig& loaded) {
   return run.string();
 }
 
-train::TrainOutcome run_needle(const config::LoadedConfig& loaded, const train::TrainOptions& options) {
-  const auto& c = loaded.config;
-  const results::RunPaths paths(options.run_dir.empty() ? (fs::path(c.run.out_dir) / c.name).string()
-                                                        : options.run_dir);
-  const std::string hash = config::config_hash(c);
-  train::refuse_existing_run(paths, options);
-  if (options.resume && fs::exists(paths.results)) {
-    const auto record = results::read_run_file(paths.results);
-    train::require_same_run(record, c, paths.dir);
-    if (record.state == results::RunState::kDone) {
-      train::TrainOutcome done{record.state, record.reason, record.status_step, paths.dir, {}};
-      return done;
-    }
+namespace {
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (const double x : v) s += x;
+  return s / double(v.size());
+}
+
+// One needle run in stages, as train::TrainingSession runs a training: everything is checked
+// before anything is written (prepare), then the run directory is opened, the pretrained model
+// fine-tuned and evaluated at each context; the record is published at every end (done,
+// interrupted, failed).
+class NeedleSession {
+ public:
+  NeedleSession(const config::LoadedConfig& loaded, const train::TrainOptions& options)
+      : loaded_(loaded),
+        c_(loaded.config),
+        options_(options),
+        paths_(options.run_dir.empty() ? (fs::path(c_.run.out_dir) / c_.name).string() : options.run_dir),
+        hash_(config::config_hash(c_)) {
+    outcome_.run_dir = paths_.dir;
   }
 
-  // Everything checked before anything is written.
-  const std::string init_dir = pretrained_run_dir(loaded);
-  const int64_t threads = train::use_run_threads(c);
-  const torch::Device device = train::pick_device(loaded);
-  train::FinishedRun base = [&] {
+  train::TrainOutcome run() {
+    if (auto done = done_already()) return *done;
+    prepare();
+    open_run_directory();
+    if (!fine_tune()) return outcome_;
+    base_->model->eval();
+    for (const int64_t T : c_.needle_contexts())
+      if (!evaluate(T)) return outcome_;
+    train::save_checkpoint(paths_.checkpoint, base_->model, *optim_, {c_.needle.steps, tokens_, {}, hash_});
+    finish(results::RunState::kDone, "", c_.needle.steps);
+    run_log_.all->info("done: {} fine-tuning steps ({:.1f} s); results in {}", c_.needle.steps, seconds_,
+                       paths_.results);
+    return outcome_;
+  }
+
+ private:
+  // A done run resumed is returned as it is; any other existing run is refused as training's is.
+  std::optional<train::TrainOutcome> done_already() {
+    train::refuse_existing_run(paths_, options_);
+    if (!options_.resume || !fs::exists(paths_.results)) return std::nullopt;
+    const auto record = results::read_run_file(paths_.results);
+    train::require_same_run(record, c_, paths_.dir);
+    if (record.state != results::RunState::kDone) return std::nullopt;
+    return train::TrainOutcome{record.state, record.reason, record.status_step, paths_.dir, {}};
+  }
+
+  // init_from, the pretrained run and its config, the vocabulary, the contexts: errors at the
+  // key, before anything is written.
+  void prepare() {
+    init_dir_ = pretrained_run_dir(loaded_);
+    threads_ = train::use_run_threads(c_);
+    device_ = train::pick_device(loaded_);
     try {
-      return train::open_finished_run(init_dir, device);
+      base_.emplace(train::open_finished_run(init_dir_, device_));
     } catch (const InputError& e) {
-      fail_key(loaded, "init_from", e.what());
+      fail_key(loaded_, "init_from", e.what());
     }
-  }();
-  const std::string base_id = config::config_hash(base.loaded.config);
-  const std::string want_id = config::config_hash(pretraining_config(c));
-  if (base_id != want_id)
-    fail_key(loaded, "init_from",
-             fmt::format("{} is run {}, but this config's pretraining run is {}; they differ in: "
-                         "{} (set these keys as the pretrained run has them: its config.yaml)",
-                         init_dir, base_id, want_id,
-                         fmt::join(differing_keys(pretraining_config(c), base.loaded.config), "; ")));
-  const data::Dataset& dataset = *base.dataset;
-  check_vocabulary(loaded, dataset);
-  const auto encode = [&dataset](const std::string& text) { return dataset.tokenizer().encode(text); };
-  const auto generator = [&](const std::vector<data::TokenizedDocument>& docs, const char* split) {
-    auto haystacks = texts(dataset, docs);
-    if (haystacks.empty())
-      fail_key(loaded, "data.corpus", fmt::format("the corpus has no {} text to build haystacks from", split));
-    return Generator(std::move(haystacks), encode);
-  };
-  const Generator train_examples = generator(dataset.train_documents(), "training");
-  const Generator eval_examples = generator(dataset.validation_documents(), "validation");
-  const int64_t L = c.train.context, need = train_examples.min_total_tokens();
-  if (L + 1 < need)
-    fail_key(loaded, "train.context",
-             fmt::format("a needle example needs at least {} tokens (three needles, the question "
-                         "and the answer), but the pretrained run's context is {}: pretrain at a "
-                         "longer context (sweeps/needle-base.yaml trains at 256)", need, L));
-  for (const int64_t T : c.needle_contexts())
-    if (T < need)
-      fail_key(loaded, "needle.contexts",
-               fmt::format("context {} cannot hold a needle example (at least {} tokens)", T, need));
+    base_id_ = config::config_hash(base_->loaded.config);
+    const std::string want_id = config::config_hash(pretraining_config(c_));
+    if (base_id_ != want_id)
+      fail_key(loaded_, "init_from",
+               fmt::format("{} is run {}, but this config's pretraining run is {}; they differ in: "
+                           "{} (set these keys as the pretrained run has them: its config.yaml)",
+                           init_dir_, base_id_, want_id,
+                           fmt::join(differing_keys(pretraining_config(c_), base_->loaded.config), "; ")));
+    const data::Dataset& dataset = *base_->dataset;
+    check_vocabulary(loaded_, dataset);
+    const auto encode = [&dataset](const std::string& text) { return dataset.tokenizer().encode(text); };
+    const auto generator = [&](const std::vector<data::TokenizedDocument>& docs, const char* split) {
+      auto haystacks = texts(dataset, docs);
+      if (haystacks.empty())
+        fail_key(loaded_, "data.corpus", fmt::format("the corpus has no {} text to build haystacks from", split));
+      return Generator(std::move(haystacks), encode);
+    };
+    train_examples_.emplace(generator(dataset.train_documents(), "training"));
+    eval_examples_.emplace(generator(dataset.validation_documents(), "validation"));
+    const int64_t L = c_.train.context, need = train_examples_->min_total_tokens();
+    if (L + 1 < need)
+      fail_key(loaded_, "train.context",
+               fmt::format("a needle example needs at least {} tokens (three needles, the question "
+                           "and the answer), but the pretrained run's context is {}: pretrain at a "
+                           "longer context (sweeps/needle-base.yaml trains at 256)", need, L));
+    for (const int64_t T : c_.needle_contexts())
+      if (T < need)
+        fail_key(loaded_, "needle.contexts",
+                 fmt::format("context {} cannot hold a needle example (at least {} tokens)", T, need));
+  }
 
   // From here on the run directory is ours; an unfinished run starts again.
-  fs::remove(paths.results);
-  fs::remove(paths.checkpoint);
-  if (options.overwrite) fs::remove(paths.log);
-  fs::create_directories(paths.dir);
-  const RunLog run_log = make_run_log(paths.log);
-  const auto& log = run_log.all;
-  train::write_resolved_config(paths, c);
-  results::RunRecord record = train::fresh_record(loaded, threads, device);
-  record.config["init_from_run"] = init_dir;
-  record.config["init_from_id"] = base_id;
-  log->info("needle run {} (id {}): fine-tuning {} (id {}, method {}) at L = {}, evaluating at {}",
-            c.name, hash, init_dir, base_id, c.attention.method, L,
-            fmt::join(c.needle_contexts(), ", "));
-
-  models::GPT& model = base.model;
-  model->train();
-  models::Optimizers optim(model, c.optim);
-  models::ScheduleOptions schedule;
-  schedule.kind = "constant-cooldown";
-  schedule.warmup_steps = c.needle.warmup_steps;
-  schedule.cooldown_fraction = double(c.needle.cooldown_steps) / double(c.needle.steps);
-
-  train::TrainOutcome outcome;
-  outcome.run_dir = paths.dir;
-  const auto finish = [&](results::RunState state, const std::string& reason, int64_t step) {
-    record.state = state;
-    record.reason = reason;
-    record.status_step = step;
-    results::publish(record, paths.results);
-    outcome.state = state;
-    outcome.reason = reason;
-    outcome.step = step;
-  };
-
-  install_interrupt_handlers();
-  const bool bar = options.progress_bar < 0 ? stderr_is_terminal() : options.progress_bar == 1;
-  Progress progress(run_log, c.needle.steps, c.run.log_every, bar);
-  int64_t tokens = 0;
-  double seconds = 0.0;
-  const int64_t B = c.needle.batch_size;
-  for (int64_t step = 0; step < c.needle.steps; ++step) {
-    if (interrupt_requested()) {
-      progress.finish();
-      finish(results::RunState::kInterrupted,
-             fmt::format("signal {} at fine-tuning step {}", interrupt_signal(), step), step);
-      log->warn("interrupted; a needle run starts again from the pretrained weights on --resume");
-      return outcome;
-    }
-    const auto t0 = Clock::now();
-    // (B, L + 1) examples, right-padded (subword tokens) with mask 0.
-    auto batch = torch::zeros({B, L + 1}, torch::kLong);
-    auto mask = torch::zeros({B, L}, torch::kFloat);
-    for (int64_t b = 0; b < B; ++b) {
-      const Example e = train_examples.make(L + 1, mix(c.train.seed, uint64_t(step), uint64_t(b)));
-      const auto m = target_mask(e);
-      for (size_t i = 0; i < e.tokens.size(); ++i) batch[b][int64_t(i)] = int64_t(e.tokens[i]);
-      for (size_t i = 0; i < m.size(); ++i) mask[b][int64_t(i)] = m[i];
-    }
-    batch = batch.to(device);
-    const double factor = models::lr_factor(schedule, step, c.needle.steps);
-    optim.set_lr_factor(factor);
-    optim.zero_grad();
-    auto loss = masked_loss(model, batch.slice(1, 0, L), batch.slice(1, 1, L + 1), mask.to(device));
-    loss.backward();
-    const double loss_value = loss.item<double>();
-    const double grad_norm = models::clip_grad_norm(model, c.train.grad_clip);
-    if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
-      progress.finish();
-      finish(results::RunState::kFailed, fmt::format("non-finite loss at fine-tuning step {}", step + 1), step);
-      log->error("run failed: {}", record.reason);
-      return outcome;
-    }
-    optim.step();
-    tokens += B * L;
-    seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-    record.train.step.push_back(step + 1);
-    record.train.tokens.push_back(tokens);
-    record.train.loss.push_back(loss_value);
-    record.train.lr.push_back(factor);
-    record.train.grad_norm.push_back(grad_norm);
-    record.train.seconds.push_back(seconds);
-    progress.update(step + 1, loss_value, double(B * L) / std::max(1e-9, seconds / double(step + 1)));
+  void open_run_directory() {
+    fs::remove(paths_.results);
+    fs::remove(paths_.checkpoint);
+    if (options_.overwrite) fs::remove(paths_.log);
+    fs::create_directories(paths_.dir);
+    run_log_ = make_run_log(paths_.log);
+    train::write_resolved_config(paths_, c_);
+    record_ = train::fresh_record(loaded_, threads_, device_);
+    record_.config["init_from_run"] = init_dir_;
+    record_.config["init_from_id"] = base_id_;
+    run_log_.all->info("needle run {} (id {}): fine-tuning {} (id {}, method {}) at L = {}, evaluating at {}",
+                       c_.name, hash_, init_dir_, base_id_, c_.attention.method, c_.train.context,
+                       fmt::join(c_.needle_contexts(), ", "));
   }
-  progress.finish();
-  model->eval();
 
-  // Evaluation: greedy decoding with the KV cache, at each context.
-  const auto newline = dataset.tokenizer().encode("\n");
-  const int32_t stop = newline.size() == 1 ? newline[0] : -1;
-  for (const int64_t T : c.needle_contexts()) {
+  // The paper's schedule (warm-up, constant, cool-down) on the answer tokens only; false when it
+  // stopped (a signal: interrupted; a non-finite loss: failed).
+  bool fine_tune() {
+    models::GPT& model = base_->model;
+    model->train();
+    optim_.emplace(model, c_.optim);
+    models::ScheduleOptions schedule;
+    schedule.kind = "constant-cooldown";
+    schedule.warmup_steps = c_.needle.warmup_steps;
+    schedule.cooldown_fraction = double(c_.needle.cooldown_steps) / double(c_.needle.steps);
+    install_interrupt_handlers();
+    const bool bar = options_.progress_bar < 0 ? stderr_is_terminal() : options_.progress_bar == 1;
+    Progress progress(run_log_, c_.needle.steps, c_.run.log_every, bar);
+    const int64_t B = c_.needle.batch_size, L = c_.train.context;
+    for (int64_t step = 0; step < c_.needle.steps; ++step) {
+      if (interrupt_requested()) {
+        progress.finish();
+        finish(results::RunState::kInterrupted,
+               fmt::format("signal {} at fine-tuning step {}", interrupt_signal(), step), step);
+        run_log_.all->warn("interrupted; a needle run starts again from the pretrained weights on --resume");
+        return false;
+      }
+      const auto t0 = Clock::now();
+      // (B, L + 1) examples, right-padded (subword tokens) with mask 0.
+      auto batch = torch::zeros({B, L + 1}, torch::kLong);
+      auto mask = torch::zeros({B, L}, torch::kFloat);
+      for (int64_t b = 0; b < B; ++b) {
+        const Example e = train_examples_->make(L + 1, mix(c_.train.seed, uint64_t(step), uint64_t(b)));
+        const auto m = target_mask(e);
+        for (size_t i = 0; i < e.tokens.size(); ++i) batch[b][int64_t(i)] = int64_t(e.tokens[i]);
+        for (size_t i = 0; i < m.size(); ++i) mask[b][int64_t(i)] = m[i];
+      }
+      batch = batch.to(device_);
+      const double factor = models::lr_factor(schedule, step, c_.needle.steps);
+      optim_->set_lr_factor(factor);
+      optim_->zero_grad();
+      auto loss = masked_loss(model, batch.slice(1, 0, L), batch.slice(1, 1, L + 1), mask.to(device_));
+      loss.backward();
+      const double loss_value = loss.item<double>();
+      const double grad_norm = models::clip_grad_norm(model, c_.train.grad_clip);
+      if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
+        progress.finish();
+        finish(results::RunState::kFailed, fmt::format("non-finite loss at fine-tuning step {}", step + 1), step);
+        run_log_.all->error("run failed: {}", record_.reason);
+        return false;
+      }
+      optim_->step();
+      tokens_ += B * L;
+      seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+      auto& t = record_.train;
+      t.step.push_back(step + 1);
+      t.tokens.push_back(tokens_);
+      t.loss.push_back(loss_value);
+      t.lr.push_back(factor);
+      t.grad_norm.push_back(grad_norm);
+      t.seconds.push_back(seconds_);
+      progress.update(step + 1, loss_value, double(B * L) / std::max(1e-9, seconds_ / double(step + 1)));
+    }
+    progress.finish();
+    return true;
+  }
+
+  // Greedy decoding with the KV cache on needle.examples examples of T tokens, into
+  // record_.needle[T]; false when interrupted.
+  bool evaluate(int64_t T) {
     const auto t0 = Clock::now();
-    const int64_t N = c.needle.examples;
+    const data::Dataset& dataset = *base_->dataset;
+    const auto newline = dataset.tokenizer().encode("\n");
+    const int32_t stop = newline.size() == 1 ? newline[0] : -1;
+    const int64_t N = c_.needle.examples;
     std::vector<double> retrieved, city, number, depth;
     for (int64_t n = 0; n < N; ++n) {
       if (interrupt_requested()) {
         finish(results::RunState::kInterrupted, fmt::format("signal {} during evaluation", interrupt_signal()),
-               c.needle.steps);
-        return outcome;
+               c_.needle.steps);
+        return false;
       }
-      const Example e = eval_examples.make(T, mix(c.needle.seed, uint64_t(T), uint64_t(n)));
+      const Example e = eval_examples_->make(T, mix(c_.needle.seed, uint64_t(T), uint64_t(n)));
       const std::vector<int32_t> prompt(e.tokens.begin(), e.tokens.begin() + e.prompt_tokens);
-      const auto out = greedy_decode(model, prompt, e.target_tokens(), stop, T, true, device);
+      const auto out = greedy_decode(base_->model, prompt, e.target_tokens(), stop, T, true, device_);
       const std::string text = dataset.tokenizer().decode(out);
       const Score s = score_answer(text, e.needles);
       for (int k = 0; k < kNeedles; ++k) {
@@ -334,22 +363,16 @@ train::TrainOutcome run_needle(const config::LoadedConfig& loaded, const train::
         number.push_back(s.number[size_t(k)]);
         depth.push_back(double(e.needles[size_t(k)].offset) / double(e.prompt.size()));
       }
-      if (n < 2) run_log.file->info("context {} example {}: expected '{}', generated '{}'", T, n, e.answer, text);
+      if (n < 2) run_log_.file->info("context {} example {}: expected '{}', generated '{}'", T, n, e.answer, text);
     }
-    const auto mean = [](const std::vector<double>& v) {
-      double s = 0;
-      for (double x : v) s += x;
-      return s / double(v.size());
-    };
     // Standard error over examples (each example's fraction of needles retrieved).
-    std::vector<double> per_example;
-    for (int64_t n = 0; n < N; ++n)
-      per_example.push_back((retrieved[size_t(3 * n)] + retrieved[size_t(3 * n + 1)] + retrieved[size_t(3 * n + 2)]) / 3.0);
-    const double acc = mean(retrieved);
+    const double acc = mean_of(retrieved);
     double ss = 0;
-    for (double x : per_example) ss += (x - acc) * (x - acc);
+    for (int64_t n = 0; n < N; ++n) {
+      const double x = (retrieved[size_t(3 * n)] + retrieved[size_t(3 * n + 1)] + retrieved[size_t(3 * n + 2)]) / 3.0;
+      ss += (x - acc) * (x - acc);
+    }
     const double se = N > 1 ? std::sqrt(ss / double(N - 1) / double(N)) : std::nan("");
-
     results::DatasetGroup g;
     const std::vector<int64_t> shape = {N, kNeedles};
     g.arrays["retrieved"] = {shape, retrieved, "1 = city and number right, per example and needle (order of appearance)"};
@@ -358,21 +381,51 @@ train::TrainOutcome run_needle(const config::LoadedConfig& loaded, const train::
     g.arrays["needle_depth"] = {shape, depth, "needle start / prompt length (bytes)"};
     g.arrays["accuracy"] = {{1}, {acc}, "fraction of needles retrieved"};
     g.arrays["accuracy_se"] = {{1}, {se}, "standard error of accuracy over examples"};
-    g.arrays["city_accuracy"] = {{1}, {mean(city)}, "fraction of cities right"};
-    g.arrays["number_accuracy"] = {{1}, {mean(number)}, "fraction of numbers right"};
+    g.arrays["city_accuracy"] = {{1}, {mean_of(city)}, "fraction of cities right"};
+    g.arrays["number_accuracy"] = {{1}, {mean_of(number)}, "fraction of numbers right"};
     g.attributes["examples"] = int64_t(N);
-    g.attributes["seed"] = int64_t(c.needle.seed);
+    g.attributes["seed"] = int64_t(c_.needle.seed);
     g.attributes["decoding"] = "greedy, KV cache";
-    record.needle[T] = std::move(g);
-    log->info("needle at context {}: accuracy {:.3f} ± {:.3f} (cities {:.3f}, numbers {:.3f}; {} "
-              "examples, {:.1f} s)",
-              T, acc, se, mean(city), mean(number), N,
-              std::chrono::duration<double>(Clock::now() - t0).count());
+    record_.needle[T] = std::move(g);
+    run_log_.all->info("needle at context {}: accuracy {:.3f} ± {:.3f} (cities {:.3f}, numbers {:.3f}; {} "
+                       "examples, {:.1f} s)",
+                       T, acc, se, mean_of(city), mean_of(number), N,
+                       std::chrono::duration<double>(Clock::now() - t0).count());
+    return true;
   }
-  train::save_checkpoint(paths.checkpoint, model, optim, {c.needle.steps, tokens, {}, hash});
-  finish(results::RunState::kDone, "", c.needle.steps);
-  log->info("done: {} fine-tuning steps ({:.1f} s); results in {}", c.needle.steps, seconds, paths.results);
-  return outcome;
+
+  void finish(results::RunState state, const std::string& reason, int64_t step) {
+    record_.state = state;
+    record_.reason = reason;
+    record_.status_step = step;
+    results::publish(record_, paths_.results);
+    outcome_.state = state;
+    outcome_.reason = reason;
+    outcome_.step = step;
+  }
+
+  const config::LoadedConfig& loaded_;
+  const config::RunConfig& c_;
+  const train::TrainOptions& options_;
+  const results::RunPaths paths_;
+  const std::string hash_;
+  std::string init_dir_, base_id_;
+  int64_t threads_ = 1;
+  torch::Device device_ = torch::kCPU;
+  std::optional<train::FinishedRun> base_;  // the pretrained run: model, dataset, config
+  std::optional<Generator> train_examples_, eval_examples_;
+  std::optional<models::Optimizers> optim_;
+  RunLog run_log_;
+  results::RunRecord record_;
+  int64_t tokens_ = 0;
+  double seconds_ = 0.0;
+  train::TrainOutcome outcome_;
+};
+
+}  // namespace
+
+train::TrainOutcome run_needle(const config::LoadedConfig& loaded, const train::TrainOptions& options) {
+  return NeedleSession(loaded, options).run();
 }
 
 }  // namespace harness::needle
