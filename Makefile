@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 # Progress lines only: no "Entering directory" from the make that cmake --build runs.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: quickstart test deps build bench clean
+.PHONY: quickstart test deps build bench results clean
 
 deps:
 	scripts/install-deps.sh
@@ -41,6 +41,11 @@ test:
 bench: build
 	scripts/install-deps.sh --no-corpus --bench
 	scripts/bench.sh $(BUILD)
+
+# docs/results.md: Table 1 (36 runs) and the τ ablation (15 runs) at CPU scale, with their figures
+# (about 40 minutes on 2 cores; a rerun skips finished runs).
+results: deps build
+	scripts/results.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)
