@@ -292,7 +292,7 @@ std::vector<std::pair<const results::DatasetGroup*, std::pair<std::string, std::
     const std::string& figure) {
   const auto* tau_key = harness::config::find_key("attention.tau");
   std::vector<std::pair<const results::DatasetGroup*, std::pair<std::string, std::string>>> out;
-  std::set<std::string> matched_runs;
+  std::vector<double> matched_taus;  // τ of every theory group drawn
   std::vector<std::string> unmatched_theory;
   for (const auto& [name, g] : theory) {
     const std::string kind = attribute_text(g, "transform");
@@ -301,22 +301,28 @@ std::vector<std::pair<const results::DatasetGroup*, std::pair<std::string, std::
       continue;
     }
     const double tau = std::stod(attribute_text(g, "tau"));
+    // The curve takes the colour of the first run group with its τ (si+p-rope comes first in the
+    // paper's order); every run with that τ counts as having its theory.
     const RunEntry* match = nullptr;
     for (const auto* r : runs)
-      if (tau_key->is_read(r->config) &&
+      if (!match && tau_key->is_read(r->config) &&
           std::abs(r->config.attention.tau.resolve(r->train_context) - tau) <= 1e-6 * tau)
         match = r;
     if (!match) {
       unmatched_theory.push_back(fmt::format("{:g}", tau));
       continue;
     }
-    matched_runs.insert(group_label(set, *match));
+    matched_taus.push_back(tau);
     out.push_back({&g, {fmt::format("theory si τ={:g}", tau), w.palette.group_color(color_key(set, *match))}});
   }
   std::set<std::string> run_taus;
   for (const auto* r : runs)
-    if (tau_key->is_read(r->config) && !matched_runs.count(group_label(set, *r)))
-      run_taus.insert(fmt::format("{:g}", r->config.attention.tau.resolve(r->train_context)));
+    if (tau_key->is_read(r->config)) {
+      const double tau = r->config.attention.tau.resolve(r->train_context);
+      if (std::none_of(matched_taus.begin(), matched_taus.end(),
+                       [&](double m) { return std::abs(tau - m) <= 1e-6 * m; }))
+        run_taus.insert(fmt::format("{:g}", tau));
+    }
   std::vector<std::string> parts;
   if (!unmatched_theory.empty())
     parts.push_back(fmt::format("theory for τ = {} has no run with that τ (not drawn)", fmt::join(unmatched_theory, ", ")));

@@ -101,12 +101,18 @@ RunSet from_directory(const std::string& root) {
   }
   // Runs ordered by the varying keys (numbers by value, "–" last), as a sweep file's grid is, not
   // by directory name (a run id says nothing about its settings).
+  // A strict weak order: numbers (by value, then text: "0.5" before "0.50"), then text, then "–".
   const auto less = [](const std::string& a, const std::string& b) {
-    if (a == b) return false;
-    if (a == harness::sweeps::kNotRead || b == harness::sweeps::kNotRead) return b == harness::sweeps::kNotRead;
-    char *ea = nullptr, *eb = nullptr;
-    const double x = std::strtod(a.c_str(), &ea), y = std::strtod(b.c_str(), &eb);
-    if (!a.empty() && !b.empty() && *ea == '\0' && *eb == '\0' && x != y) return x < y;
+    const auto rank = [](const std::string& s, double& value) {
+      if (s == harness::sweeps::kNotRead) return 2;
+      char* end = nullptr;
+      value = std::strtod(s.c_str(), &end);
+      return !s.empty() && *end == '\0' ? 0 : 1;
+    };
+    double x = 0, y = 0;
+    const int ra = rank(a, x), rb = rank(b, y);
+    if (ra != rb) return ra < rb;
+    if (ra == 0 && x != y) return x < y;
     return a < b;
   };
   std::stable_sort(set.runs.begin(), set.runs.end(), [&](const RunEntry& a, const RunEntry& b) {

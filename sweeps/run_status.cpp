@@ -81,9 +81,9 @@ std::map<size_t, size_t> check_pretraining(const Sweep& sweep, const std::vector
       waits_on[i] = *in_sweep;
       continue;
     }
-    const std::string state = !fs::exists(p->dir) ? "missing"
-                              : in_sweep          ? "in this sweep, not done (a job array cannot order it)"
-                                                  : state_name(p->status);
+    const std::string state = in_sweep            ? "in this sweep, not done (a job array cannot order it)"
+                              : !fs::exists(p->dir) ? "missing"
+                                                    : state_name(p->status);
     problems.push_back(fmt::format("{}: init_from: run #{} {} fine-tunes {} ({}), which is {}",
                                    sweep.runs[i].loaded.location_of("init_from").str(), i, sweep.runs[i].id,
                                    p->id, p->dir, state));

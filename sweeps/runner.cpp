@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -192,57 +193,110 @@ int run_one(const Sweep& sweep, size_t index, const RunOneOptions& o) {
   }
 }
 
-int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
-  const int jobs = std::max(1, options.jobs);
-  const int ranks = std::max(1, options.nproc_per_run);
-  const int threads = options.threads_per_job > 0 ? options.threads_per_job
-                                                  : std::max(1, available_cores() / (jobs * ranks));
-  const auto statuses = inspect_runs(sweep);
-  check_corpora(sweep, statuses);
+namespace {
 
-  // What to do with each run.
-  std::deque<size_t> queue;
-  std::vector<size_t> done_before, elsewhere, failed_skipped;
-  for (size_t i = 0; i < sweep.runs.size(); ++i) {
-    switch (statuses[i].state) {
-      case RunState::kDone: done_before.push_back(i); break;
-      case RunState::kRunning: elsewhere.push_back(i); break;
-      case RunState::kFailed:
-        if (options.retry_failed) queue.push_back(i);
-        else failed_skipped.push_back(i);
-        break;
-      default: queue.push_back(i);  // pending, interrupted, killed
+// One `sweep run` invocation as stages, as TrainingSession runs a training: sort the runs (what is
+// done, running elsewhere, failed), check what must hold before anything starts, then keep `jobs`
+// worker processes busy (launch, reap, the live table) until the queue is empty, and summarise.
+class SweepScheduler {
+ public:
+  SweepScheduler(const Sweep& s, const LocalRunOptions& o)
+      : sweep(s),
+        options(o),
+        jobs(std::max(1, o.jobs)),
+        ranks(std::max(1, o.nproc_per_run)),
+        threads(o.threads_per_job > 0 ? o.threads_per_job : std::max(1, available_cores() / (jobs * ranks))),
+        threads_arg(std::to_string(threads)),
+        live(o.live_display < 0 ? ::isatty(STDOUT_FILENO) == 1 : o.live_display == 1),
+        table(live) {}
+
+  int run() {
+    classify();
+    introduce();
+    install_interrupt_handlers();
+    started = Clock::now();
+    last_draw = started - std::chrono::seconds(10);  // draw at once
+    while (!queue.empty() || !workers.empty()) {
+      if (interrupt_requested() && !stopping) stop_workers();
+      while (!stopping && int(workers.size()) < jobs && !queue.empty()) {
+        const auto next = next_launchable();
+        if (!next) break;  // every queued run waits on one still running
+        launch(*next);
+      }
+      int wait_status = 0;
+      pid_t pid;
+      while ((pid = ::waitpid(-1, &wait_status, WNOHANG)) > 0)
+        if (workers.count(pid)) reap(pid, wait_status);
+      draw();
+      if (!workers.empty() || !queue.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    table.clear();
+    return summarise();
   }
-  // Needle runs whose pretraining run is not done: refused (nothing written), or, when this
-  // invocation trains that run, started after it.
-  const auto waits_on = check_pretraining(sweep, std::vector<size_t>(queue.begin(), queue.end()), true);
-  write_sweep_record(sweep);
-  std::vector<size_t> blocked;  // needle runs whose pretraining run did not finish here
-  const bool live = options.live_display < 0 ? ::isatty(STDOUT_FILENO) == 1 : options.live_display == 1;
-  LiveTable table(live);
-  std::string intro = fmt::format("sweep {}: {} runs, {} done, {} to run ({} at a time, {}{} thread{} "
-                                  "each) → {}/",
-                                  sweep.name, sweep.runs.size(), done_before.size(), queue.size(),
-                                  jobs, ranks > 1 ? fmt::format("{} ranks × ", ranks) : "", threads,
-                                  threads == 1 ? "" : "s", sweep.sweep_dir);
-  if (!elsewhere.empty()) intro += fmt::format("; {} running elsewhere", elsewhere.size());
-  if (!failed_skipped.empty())
-    intro += fmt::format("; {} failed earlier (skipped; --retry-failed resumes them)", failed_skipped.size());
-  table.event(intro);
 
-  const std::string threads_arg = std::to_string(threads);
-  std::map<pid_t, Worker> workers;
-  std::vector<size_t> done_now, failed_now, interrupted_now;
-  bool stopping = false;
-  install_interrupt_handlers();
-  const auto started = Clock::now();
-  auto last_draw = Clock::now() - std::chrono::seconds(10);
+ private:
+  // What to do with each run; needle runs whose pretraining run is not done are refused here
+  // (nothing written), or, when this invocation trains that run, started after it.
+  void classify() {
+    const auto statuses = inspect_runs(sweep);
+    check_corpora(sweep, statuses);
+    for (size_t i = 0; i < sweep.runs.size(); ++i) {
+      switch (statuses[i].state) {
+        case RunState::kDone: done_before.push_back(i); break;
+        case RunState::kRunning: elsewhere.push_back(i); break;
+        case RunState::kFailed:
+          if (options.retry_failed) queue.push_back(i);
+          else failed_skipped.push_back(i);
+          break;
+        default: queue.push_back(i);  // pending, interrupted, killed
+      }
+    }
+    waits_on = check_pretraining(sweep, std::vector<size_t>(queue.begin(), queue.end()), true);
+    write_sweep_record(sweep);
+  }
 
-  const auto describe_run = [&](size_t i) {
+  void introduce() {
+    std::string intro = fmt::format("sweep {}: {} runs, {} done, {} to run ({} at a time, {}{} thread{} "
+                                    "each) → {}/",
+                                    sweep.name, sweep.runs.size(), done_before.size(), queue.size(),
+                                    jobs, ranks > 1 ? fmt::format("{} ranks × ", ranks) : "", threads,
+                                    threads == 1 ? "" : "s", sweep.sweep_dir);
+    if (!elsewhere.empty()) intro += fmt::format("; {} running elsewhere", elsewhere.size());
+    if (!failed_skipped.empty())
+      intro += fmt::format("; {} failed earlier (skipped; --retry-failed resumes them)", failed_skipped.size());
+    table.event(intro);
+  }
+
+  std::string describe_run(size_t i) const {
     return fmt::format("#{} {} {}", i, sweep.runs[i].id, varying_settings(sweep, i));
-  };
-  const auto launch = [&](size_t i) {
+  }
+
+  static bool has(const std::vector<size_t>& v, size_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+  // The first queued run whose pretraining run (if it waits on one) is done, taken off the queue;
+  // one whose pretraining run ended any other way is not started.
+  std::optional<size_t> next_launchable() {
+    for (auto it = queue.begin(); it != queue.end();) {
+      const auto dep = waits_on.find(*it);
+      if (dep == waits_on.end() || has(done_now, dep->second)) {
+        const size_t i = *it;
+        queue.erase(it);
+        return i;
+      }
+      const size_t j = dep->second;
+      if (has(failed_now, j) || has(interrupted_now, j) || has(elsewhere, j)) {
+        table.event(fmt::format("[{}] not started: {} (its pretraining run #{} did not finish here)",
+                                clock_time(), describe_run(*it), j));
+        blocked.push_back(*it);
+        it = queue.erase(it);
+        continue;
+      }
+      ++it;
+    }
+    return std::nullopt;
+  }
+
+  void launch(size_t i) {
     const PlannedRun& run = sweep.runs[i];
     std::string holder;
     if (run_lock_held(run.run_dir, &holder)) {
@@ -279,8 +333,9 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
     }
     workers[pid] = Worker{i, Clock::now()};
     table.event(fmt::format("[{}] started  {}  (log {})", clock_time(), describe_run(i), log));
-  };
-  const auto reap = [&](pid_t pid, int wait_status) {
+  }
+
+  void reap(pid_t pid, int wait_status) {
     const size_t i = workers.at(pid).index;
     const double seconds = std::chrono::duration<double>(Clock::now() - workers.at(pid).started).count();
     workers.erase(pid);
@@ -319,90 +374,79 @@ int run_sweep(const Sweep& sweep, const LocalRunOptions& options) {
     }
     table.event(fmt::format("[{}] {:<8} {}  ({}; {})", clock_time(), verdict, describe_run(i), detail,
                             duration_text(seconds)));
-  };
-
-  while (!queue.empty() || !workers.empty()) {
-    if (interrupt_requested() && !stopping) {
-      stopping = true;
-      queue.clear();
-      for (const auto& [pid, w] : workers) ::kill(pid, interrupt_signal());
-      table.event(fmt::format("[{}] signal {}: asked {} worker{} to checkpoint and stop", clock_time(),
-                              interrupt_signal(), workers.size(), workers.size() == 1 ? "" : "s"));
-    }
-    while (!stopping && int(workers.size()) < jobs && !queue.empty()) {
-      // The first queued run whose pretraining run (if it waits on one) is done; one whose
-      // pretraining run ended any other way is not started.
-      const auto has = [](const std::vector<size_t>& v, size_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
-      auto next = queue.end();
-      for (auto it = queue.begin(); it != queue.end();) {
-        const auto dep = waits_on.find(*it);
-        if (dep == waits_on.end() || has(done_now, dep->second)) {
-          next = it;
-          break;
-        }
-        const size_t j = dep->second;
-        if (has(failed_now, j) || has(interrupted_now, j) || has(elsewhere, j)) {
-          table.event(fmt::format("[{}] not started: {} (its pretraining run #{} did not finish here)",
-                                  clock_time(), describe_run(*it), j));
-          blocked.push_back(*it);
-          it = queue.erase(it);
-          continue;
-        }
-        ++it;
-      }
-      if (next == queue.end()) break;  // every queued run waits on one still running
-      const size_t i = *next;
-      queue.erase(next);
-      launch(i);
-    }
-    int wait_status = 0;
-    pid_t pid;
-    while ((pid = ::waitpid(-1, &wait_status, WNOHANG)) > 0)
-      if (workers.count(pid)) reap(pid, wait_status);
-    if (live && Clock::now() - last_draw > std::chrono::milliseconds(500)) {
-      std::vector<std::string> lines;
-      for (const auto& [pid, w] : workers) {
-        std::string progress = latest_progress_line(sweep.runs[w.index].run_dir);
-        if (progress.empty()) progress = "starting";
-        lines.push_back(fmt::format("  ▸ #{:<3} {}  {}", w.index, varying_settings(sweep, w.index), progress));
-      }
-      lines.push_back(fmt::format(
-          "  {} of {} done · {} running · {} queued · {} failed · {}", done_before.size() + done_now.size(),
-          sweep.runs.size(), workers.size(), queue.size(), failed_now.size(),
-          duration_text(std::chrono::duration<double>(Clock::now() - started).count())));
-      table.draw(lines);
-      last_draw = Clock::now();
-    }
-    if (!workers.empty() || !queue.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  table.clear();
 
-  const double total = std::chrono::duration<double>(Clock::now() - started).count();
-  std::string summary = fmt::format("sweep {}: {} of {} runs done ({} this time), {} failed, {} skipped",
-                                    sweep.name, done_before.size() + done_now.size(), sweep.runs.size(),
-                                    done_now.size(), failed_now.size() + failed_skipped.size(),
-                                    done_before.size() + elsewhere.size() + failed_skipped.size());
-  std::vector<std::string> notes;
-  if (!done_before.empty()) notes.push_back(fmt::format("{} already done", done_before.size()));
-  if (!elsewhere.empty()) notes.push_back(fmt::format("{} running elsewhere", elsewhere.size()));
-  if (!failed_skipped.empty())
-    notes.push_back(fmt::format("{} failed earlier: --retry-failed resumes them", failed_skipped.size()));
-  if (!notes.empty()) summary += fmt::format(" ({})", fmt::join(notes, "; "));
-  if (!blocked.empty())
-    summary += fmt::format(", {} not started (their pretraining run did not finish)", blocked.size());
-  if (!interrupted_now.empty())
-    summary += fmt::format(", {} interrupted (checkpointed; run again to resume)", interrupted_now.size());
-  summary += fmt::format(" in {}", duration_text(total));
-  fmt::print("{}\n", summary);
-  for (const size_t i : failed_now) {
-    const RunStatus s = inspect_run(sweep.runs[i]);
-    fmt::print("  failed: {}  ({}; log {})\n", describe_run(i),
-               s.reason.empty() ? last_log_line(worker_log(sweep.runs[i])) : s.reason,
-               worker_log(sweep.runs[i]));
+  void stop_workers() {
+    stopping = true;
+    queue.clear();
+    for (const auto& [pid, w] : workers) ::kill(pid, interrupt_signal());
+    table.event(fmt::format("[{}] signal {}: asked {} worker{} to checkpoint and stop", clock_time(),
+                            interrupt_signal(), workers.size(), workers.size() == 1 ? "" : "s"));
   }
-  std::fflush(stdout);
-  if (stopping) return kExitInterrupted;
-  return failed_now.empty() && failed_skipped.empty() && blocked.empty() ? kExitOk : kExitFailure;
-}
+
+  void draw() {
+    if (!live || Clock::now() - last_draw < std::chrono::milliseconds(500)) return;
+    std::vector<std::string> lines;
+    for (const auto& [pid, w] : workers) {
+      std::string progress = latest_progress_line(sweep.runs[w.index].run_dir);
+      if (progress.empty()) progress = "starting";
+      lines.push_back(fmt::format("  ▸ #{:<3} {}  {}", w.index, varying_settings(sweep, w.index), progress));
+    }
+    lines.push_back(fmt::format(
+        "  {} of {} done · {} running · {} queued · {} failed · {}", done_before.size() + done_now.size(),
+        sweep.runs.size(), workers.size(), queue.size(), failed_now.size(),
+        duration_text(std::chrono::duration<double>(Clock::now() - started).count())));
+    table.draw(lines);
+    last_draw = Clock::now();
+  }
+
+  int summarise() {
+    const double total = std::chrono::duration<double>(Clock::now() - started).count();
+    std::string summary = fmt::format("sweep {}: {} of {} runs done ({} this time), {} failed, {} skipped",
+                                      sweep.name, done_before.size() + done_now.size(), sweep.runs.size(),
+                                      done_now.size(), failed_now.size() + failed_skipped.size(),
+                                      done_before.size() + elsewhere.size() + failed_skipped.size());
+    std::vector<std::string> notes;
+    if (!done_before.empty()) notes.push_back(fmt::format("{} already done", done_before.size()));
+    if (!elsewhere.empty()) notes.push_back(fmt::format("{} running elsewhere", elsewhere.size()));
+    if (!failed_skipped.empty())
+      notes.push_back(fmt::format("{} failed earlier: --retry-failed resumes them", failed_skipped.size()));
+    if (!notes.empty()) summary += fmt::format(" ({})", fmt::join(notes, "; "));
+    if (!blocked.empty())
+      summary += fmt::format(", {} not started (their pretraining run did not finish)", blocked.size());
+    if (!interrupted_now.empty())
+      summary += fmt::format(", {} interrupted (checkpointed; run again to resume)", interrupted_now.size());
+    summary += fmt::format(" in {}", duration_text(total));
+    fmt::print("{}\n", summary);
+    for (const size_t i : failed_now) {
+      const RunStatus s = inspect_run(sweep.runs[i]);
+      fmt::print("  failed: {}  ({}; log {})\n", describe_run(i),
+                 s.reason.empty() ? last_log_line(worker_log(sweep.runs[i])) : s.reason,
+                 worker_log(sweep.runs[i]));
+    }
+    std::fflush(stdout);
+    if (stopping) return kExitInterrupted;
+    return failed_now.empty() && failed_skipped.empty() && blocked.empty() ? kExitOk : kExitFailure;
+  }
+
+  const Sweep& sweep;
+  const LocalRunOptions& options;
+  const int jobs, ranks, threads;
+  const std::string threads_arg;
+  const bool live;
+  LiveTable table;
+  std::deque<size_t> queue;
+  std::map<size_t, size_t> waits_on;  // needle run → the pretraining run it waits for
+  std::vector<size_t> done_before, elsewhere, failed_skipped;
+  std::vector<size_t> done_now, failed_now, interrupted_now;
+  std::vector<size_t> blocked;  // needle runs whose pretraining run did not finish here
+  std::map<pid_t, Worker> workers;
+  bool stopping = false;
+  Clock::time_point started, last_draw;  // set when run() starts launching
+};
+
+}  // namespace
+
+int run_sweep(const Sweep& sweep, const LocalRunOptions& options) { return SweepScheduler(sweep, options).run(); }
 
 }  // namespace harness::sweeps
