@@ -68,7 +68,32 @@ CausalAttentionImpl::CausalAttentionImpl(MethodOptions options)
     logn_scale = register_parameter(
         "logn_scale", torch::full({method_.heads}, initial_head_scale(method_), torch::kFloat32));
   alibi_slopes_ = alibi_slope_tensor(method_);
+  const auto& spec = transform_spec(method_.transform);
+  const torch::Tensor initial = initial_bias_params(method_);  // (H, kBiasParams) or undefined
+  for (int p = 0; p < spec.learned_bias_params; ++p)
+    bias_param_list.push_back(
+        register_parameter(spec.bias_param_names[p], initial.select(1, p).to(torch::kFloat32).contiguous()));
 }
+
+torch::Tensor CausalAttentionImpl::bias_params() const {
+  if (bias_param_list.empty()) return {};
+  auto out = torch::stack(bias_param_list, 1);  // (H, P)
+  if (out.size(1) < kBiasParams)
+    out = torch::cat({out, torch::zeros({out.size(0), kBiasParams - out.size(1)}, out.options())}, 1);
+  return out;
+}
+
+namespace {
+// mod with its bias_params pointing at `storage`, a float copy of params (H, kBiasParams), when
+// defined: the form the statistics and the materialised path read.
+ScoreMod with_bias_params(ScoreMod mod, const torch::Tensor& params, std::vector<float>& storage) {
+  if (!params.defined()) return mod;
+  const auto c = params.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  storage.assign(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  mod.bias_params = storage.data();
+  return mod;
+}
+}  // namespace
 
 std::pair<torch::Tensor, torch::Tensor> CausalAttentionImpl::rotate(const torch::Tensor& q,
                                                                     const torch::Tensor& k) const {
@@ -92,16 +117,20 @@ torch::Tensor CausalAttentionImpl::attend_rows(const torch::Tensor& qr, const to
   // logit(i, j) = head_scale[h]·fixed_multiplier(i, t)·scale·q·k + distance_bias(t) − slope[h]·t,
   // t = i − j, from the same score-mod the kernels read (score_mod.h), masked above the diagonal.
   const int64_t n = qr.size(2), Tk = kr.size(2), H = qr.size(1);
-  const ScoreMod mod = attention::score_mod(method_, context);
+  std::vector<float> params;
+  const ScoreMod mod = with_bias_params(attention::score_mod(method_, context), bias_params(), params);
+  const int64_t Hb = mod.bias_params ? H : 1;  // per-head bias rows for learned bias parameters
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  auto mult = torch::zeros({n, Tk}, f64), bias = torch::full({n, Tk}, -INFINITY, f64),
+  auto mult = torch::zeros({n, Tk}, f64), bias = torch::full({Hb, n, Tk}, -INFINITY, f64),
        dist = torch::zeros({n, Tk}, f64);
-  auto M = mult.accessor<double, 2>(), Bs = bias.accessor<double, 2>(), Ds = dist.accessor<double, 2>();
+  auto M = mult.accessor<double, 2>(), Ds = dist.accessor<double, 2>();
+  auto Bs = bias.accessor<double, 3>();
   for (int64_t r = 0; r < n; ++r) {
     const int i = int(start + r);
     for (int j = 0; j <= i && j < Tk; ++j) {
       M[r][j] = fixed_multiplier<double>(mod, i, i - j);
-      Bs[r][j] = distance_bias<double>(mod, i - j, 0);  // alibi_slope is null in `mod`
+      for (int64_t h = 0; h < Hb; ++h)
+        Bs[h][r][j] = distance_bias<double>(mod, i - j, int(h));  // alibi_slope is null in `mod`
       Ds[r][j] = double(i - j);
     }
   }
@@ -109,7 +138,7 @@ torch::Tensor CausalAttentionImpl::attend_rows(const torch::Tensor& qr, const to
   auto scores = torch::matmul(qr, kr.transpose(-1, -2)).to(torch::kFloat64) * double(mod.scale);  // (B, H, n, Tk)
   auto m = mult.to(qr.device()).view({1, 1, n, Tk});
   if (logn_scale.defined()) m = m * logn_scale.to(torch::kFloat64).view({1, H, 1, 1});
-  auto logits = scores * m + bias.to(qr.device()).view({1, 1, n, Tk});
+  auto logits = scores * m + bias.to(qr.device()).view({1, Hb, n, Tk});
   if (alibi_slopes_.defined())
     logits = logits - alibi_slopes_.to(qr.device()).view({1, H, 1, 1}) * dist.to(qr.device()).view({1, 1, n, Tk});
   const auto p = torch::softmax(logits, -1);                      // (B, H, n, Tk)
@@ -177,13 +206,21 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
   else if (!use_reference || record_score_std || stats_recorder)
     std::tie(qr, kr) = rotate(q, k);
   if (record_score_std) last_score_std = sampled_score_std(qr, kr, method_.score_scale);
-  if (stats_recorder)
-    stats_recorder->add(qr, kr, attention::score_mod(method_, context), logn_scale, alibi_slopes_,
-                        method_.score_scale);
+  // KERPLE keeps its parameters above a floor, clamped before every forward as its code does.
+  if (!bias_param_list.empty()) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : bias_param_list) p.clamp_min_(transform_spec(method_.transform).bias_param_min);
+  }
+  const torch::Tensor params = bias_params();  // (H, kBiasParams) or undefined
+  if (stats_recorder) {
+    std::vector<float> storage;
+    stats_recorder->add(qr, kr, with_bias_params(attention::score_mod(method_, context), params, storage),
+                        logn_scale, alibi_slopes_, method_.score_scale);
+  }
 
   if (use_reference) {
-    if (!want_lse) return {reference_attention(q, k, v, method_, logn_scale), torch::Tensor()};
-    return reference_attention_with_lse(q, k, v, method_, logn_scale);
+    if (!want_lse) return {reference_attention(q, k, v, method_, logn_scale, params), torch::Tensor()};
+    return reference_attention_with_lse(q, k, v, method_, logn_scale, params);
   }
   const ScoreMod mod = attention::score_mod(method_, context);
   if (use_cuda) {
@@ -194,12 +231,14 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
           "'fused' on CPU tensors or 'reference'");
     const torch::Tensor slopes =
         alibi_slopes_.defined() ? alibi_slopes_.to(q.device(), torch::kFloat32) : torch::Tensor();
-    return {attention::cuda::fused_attention(qr, kr, v, mod, logn_scale, slopes), torch::Tensor()};
+    return {attention::cuda::fused_attention(qr, kr, v, mod, logn_scale, slopes,
+                                             params.defined() ? params.to(q.device()) : params),
+            torch::Tensor()};
 #else
     no_cuda_kernel();
 #endif
   }
-  return fused_attention_cpu_with_lse(qr, kr, v, mod, logn_scale, alibi_slopes_);
+  return fused_attention_cpu_with_lse(qr, kr, v, mod, logn_scale, alibi_slopes_, params);
 }
 
 torch::Tensor CausalAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,

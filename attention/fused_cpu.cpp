@@ -19,6 +19,8 @@
 // header-only for its OpenMP backend and silently runs serially in a TU built without it.
 #include "attention/fused_cpu.h"
 
+#include "attention/learned_bias.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -246,6 +248,8 @@ struct BackwardIO {
   T* dk;          // (B, H, T, D)
   T* dv;          // (B, H, T, D)
   double* dhead;  // (B·H·C) partial sums of d loss / d head_scale, or null
+  T* dbias;       // (B·H·C, Tt) partial sums of d loss / d logit per distance entry e, or null
+  int64_t Tt;     // entries per row of dbias (the tables' length)
   int64_t C;      // key-block sets per head
 };
 
@@ -347,10 +351,11 @@ ATTN_INLINE void forward_worker(const Problem<T>& P, const ForwardOut<T>& F, Tas
 // ---- backward ----------------------------------------------------------------------------------
 
 // One tile row: s holds q·k on entry and P on exit; dp holds dO·v on entry and d logit/d(q·k) ·
-// d loss/d logit on exit. Returns Σ_c dlogit·mult·(q·k) (the head-scale gradient, without row[i]).
-template <class I, bool HeadGrad, class T>
+// d loss/d logit on exit. Returns Σ_c dlogit·mult·(q·k) (the head-scale gradient, without row[i]);
+// adds each dlogit to gb[c] (the bias-table gradient at the row's distance entries) when gb is set.
+template <class I, bool ParamGrad, class T>
 ATTN_INLINE T backward_row(T* s, T* dp, int64_t nc, T rc, const T* mu, const T* bi, T lse,
-                           T delta) {
+                           T delta, T* gb) {
   using S = typename I::S;
   using V = typename I::V;
   constexpr int W = I::W;
@@ -360,19 +365,23 @@ ATTN_INLINE T backward_row(T* s, T* dp, int64_t nc, T rc, const T* mu, const T* 
     const V dot = S::load(s + c), m = S::load(mu + c);
     const V p = vexp<S>(vrc * m * dot + S::load(bi + c) - vlse);
     const V dlogit = p * (S::load(dp + c) - vdelta);
-    if constexpr (HeadGrad) vhead += dlogit * m * dot;
+    if constexpr (ParamGrad) {
+      vhead += dlogit * m * dot;
+      if (gb) S::store(gb + c, S::load(gb + c) + dlogit);
+    }
     S::store(s + c, p);
     S::store(dp + c, dlogit * vrc * m);
   }
-  return HeadGrad ? S::hsum(vhead) : T(0);
+  return ParamGrad ? S::hsum(vhead) : T(0);
 }
 
-template <class I, bool HeadGrad, class T>
+template <class I, bool ParamGrad, class T>
 ATTN_INLINE void backward_worker(const Problem<T>& P, const BackwardIO<T>& G, TaskCounter& next) {
   const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Tp = P.Tp, Bq = P.Bq, Bk = P.Bk, C = G.C;
   const int64_t nk = P.nkb;
   const int64_t tasks = P.B * P.H * C;
   std::vector<T> s(Bq * Bk), dp(Bq * Bk), dk(Bk * Dp), dv(Bk * Dp), dq(T_ * Dp);
+  T* gbias = nullptr;  // this task's row of G.dbias
   for (int64_t w = next++; w < tasks; w = next++) {
     const int64_t bh = w / C, c = w % C, h = bh % P.H;  // (b, h) and its key-block set c
     const T* qh = P.q + bh * T_ * Dp;     // (T, Dp)
@@ -386,6 +395,10 @@ ATTN_INLINE void backward_worker(const Problem<T>& P, const BackwardIO<T>& G, Ta
     const T hs = P.head[h];
     double dhead = 0.0;
     std::fill(dq.begin(), dq.end(), T(0));
+    if (G.dbias) {
+      gbias = G.dbias + w * G.Tt;
+      std::fill(gbias, gbias + G.Tt, T(0));
+    }
     for (int64_t z = c; z < nk; z += C) {  // this task's key blocks, zig-zag for balance
       const int64_t j0 = zigzag(z, nk) * Bk, n = std::min(Bk, T_ - j0);
       std::fill(dk.begin(), dk.end(), T(0));
@@ -400,10 +413,10 @@ ATTN_INLINE void backward_worker(const Problem<T>& P, const BackwardIO<T>& G, Ta
         gemm<I, false>(m, nc, Dp, doi, Dp, 1, vth + j0 * Dp, Bk, dp.data(), Bk);  // dO·Vᵀ
         for (int64_t r = 0; r < m; ++r) {
           const int64_t i = i0 + r, e0 = (T_ - 1) - i + j0;
-          const T g = backward_row<I, HeadGrad>(s.data() + r * Bk, dp.data() + r * Bk, nc,
-                                                hs * P.row[i], P.mult + e0, bias_h + e0, lse[i],
-                                                delta[i]);
-          if constexpr (HeadGrad) dhead += double(g) * double(P.row[i]);
+          const T g = backward_row<I, ParamGrad>(s.data() + r * Bk, dp.data() + r * Bk, nc,
+                                                 hs * P.row[i], P.mult + e0, bias_h + e0, lse[i],
+                                                 delta[i], gbias ? gbias + e0 : nullptr);
+          if constexpr (ParamGrad) dhead += double(g) * double(P.row[i]);
         }
         gemm<I, true>(nc, Dp, m, s.data(), 1, Bk, doi, Dp, dv.data(), Dp);   // dV += Pᵀ·dO
         gemm<I, true>(nc, Dp, m, dp.data(), 1, Bk, qi, Dp, dk.data(), Dp);   // dK += dSᵀ·Q
@@ -450,9 +463,9 @@ using Generic = Isa<T, 16, 4, 2>;
   TARGET void forward_##NAME(const Problem<T>& P, const ForwardOut<T>& F, TaskCounter& next) {   \
     forward_worker<ISA<T>>(P, F, next);                                                          \
   }                                                                                              \
-  template <class T, bool HeadGrad>                                                              \
+  template <class T, bool ParamGrad>                                                             \
   TARGET void backward_##NAME(const Problem<T>& P, const BackwardIO<T>& G, TaskCounter& next) {  \
-    backward_worker<ISA<T>, HeadGrad>(P, G, next);                                               \
+    backward_worker<ISA<T>, ParamGrad>(P, G, next);                                              \
   }
 
 ATTN_DEFINE_WORKERS(avx512, Avx512, ATTN_TARGET_AVX512)
@@ -498,14 +511,14 @@ void run_forward(const Problem<T>& P, const ForwardOut<T>& F) {
   });
 }
 
-template <class T, bool HeadGrad>
+template <class T, bool ParamGrad>
 void run_backward(const Problem<T>& P, const BackwardIO<T>& G) {
   const IsaKind isa = active_isa();
   run_workers(P.B * P.H * G.C, [&](TaskCounter& next) {
     switch (isa) {
-      case IsaKind::kAvx512: backward_avx512<T, HeadGrad>(P, G, next); break;
-      case IsaKind::kAvx2: backward_avx2<T, HeadGrad>(P, G, next); break;
-      default: backward_generic<T, HeadGrad>(P, G, next); break;
+      case IsaKind::kAvx512: backward_avx512<T, ParamGrad>(P, G, next); break;
+      case IsaKind::kAvx2: backward_avx2<T, ParamGrad>(P, G, next); break;
+      default: backward_generic<T, ParamGrad>(P, G, next); break;
     }
   });
 }
@@ -518,17 +531,19 @@ struct Tables {
   Tensor bias;  // (Hb, Tt)
 };
 
-// Built in float64 from score_mod.h, stored in the kernel's dtype.
+// Built in float64 from score_mod.h, stored in the kernel's dtype. alibi: (H) or undefined;
+// bias_params: (H, kBiasParams) float64 or undefined (the learned part of the bias).
 Tables build_tables(const ScoreMod& mod_in, int64_t T, int64_t H, int64_t pad,
-                    const Tensor& alibi, at::ScalarType dtype) {
+                    const Tensor& alibi, const Tensor& bias_params, at::ScalarType dtype) {
   ScoreMod mod = mod_in;
   mod.head_scale = nullptr;   // travels as a tensor
   mod.alibi_slope = nullptr;  // added below from `alibi`
+  mod.bias_params = nullptr;  // added below from `bias_params`
   const int64_t Tt = T + pad;
   const double inf = std::numeric_limits<double>::infinity();
   auto f64 = at::TensorOptions().dtype(at::kDouble);
   Tensor row = at::empty({T}, f64), mult = at::empty({Tt}, f64);
-  const int64_t Hb = alibi.defined() ? H : 1;
+  const int64_t Hb = alibi.defined() || bias_params.defined() ? H : 1;
   Tensor bias = at::empty({Hb, Tt}, f64);
   double* rp = row.data_ptr<double>();
   double* mp = mult.data_ptr<double>();
@@ -538,12 +553,21 @@ Tables build_tables(const ScoreMod& mod_in, int64_t T, int64_t H, int64_t pad,
     Tensor a = alibi.to(at::kDouble).contiguous();
     std::copy(a.data_ptr<double>(), a.data_ptr<double>() + H, slopes.begin());
   }
+  std::vector<double> r(size_t(Hb * kBiasParams), 0.0);
+  if (bias_params.defined()) {
+    Tensor c = bias_params.to(at::kDouble).contiguous();
+    std::copy(c.data_ptr<double>(), c.data_ptr<double>() + H * kBiasParams, r.begin());
+  }
   for (int64_t i = 0; i < T; ++i) rp[i] = double(mod.scale) * row_factor<double>(mod, int(i));
   for (int64_t e = 0; e < Tt; ++e) {
     const int64_t t = (T - 1) - e;
     mp[e] = t >= 0 ? distance_factor<double>(mod, int(t)) : 0.0;
     const double b = t >= 0 ? distance_bias<double>(mod, int(t), 0) : -inf;
-    for (int64_t h = 0; h < Hb; ++h) bp[h * Tt + e] = t >= 0 ? b - slopes[h] * double(t) : -inf;
+    for (int64_t h = 0; h < Hb; ++h) {
+      const double learned =
+          t >= 0 && bias_params.defined() ? learned_bias<double>(mod, int(t), r.data() + h * kBiasParams) : 0.0;
+      bp[h * Tt + e] = t >= 0 ? b + learned - slopes[h] * double(t) : -inf;
+    }
   }
   return {row.to(dtype), mult.to(dtype), bias.to(dtype)};
 }
@@ -623,13 +647,13 @@ std::pair<Tensor, Tensor> forward_impl(const Tensor& q, const Tensor& k, const T
 }
 
 struct BackwardResult {
-  Tensor dq, dk, dv, dhead;
+  Tensor dq, dk, dv, dhead, dbias;  // dbias: (H, Tt) d loss / d bias table, summed over b, i
 };
 
 BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& head,
                              const Tables& tab, const Geometry& g, const Tensor& out,
                              const Tensor& lse, const Tensor& dout, const Tensor& dlse,
-                             bool head_grad) {
+                             bool head_grad, bool bias_grad) {
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
   const int64_t nk = (T + g.Bk - 1) / g.Bk;
   // Split a head's key blocks over C tasks when there are fewer than 2 (b, h) per thread, so that
@@ -648,13 +672,16 @@ BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
   Tensor dq_parts = at::empty({C, B, H, T, D}, q.options());
   Tensor dk = at::empty({B, H, T, D}, q.options()), dv = at::empty({B, H, T, D}, q.options());
   std::vector<double> dhead(size_t(B * H * C), 0.0);
+  const int64_t Tt = tab.mult.size(0);
+  Tensor dbias_parts = bias_grad ? at::empty({B, H, C, Tt}, q.options()) : Tensor();
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_attention_cpu_backward", [&] {
     const auto P = make_problem<scalar_t>(ops, B, H, T, D, head, tab, g);
     BackwardIO<scalar_t> G{dout_p.data_ptr<scalar_t>(),    lse.data_ptr<scalar_t>(),
                            delta.data_ptr<scalar_t>(),     dq_parts.data_ptr<scalar_t>(),
                            dk.data_ptr<scalar_t>(),        dv.data_ptr<scalar_t>(),
-                           head_grad ? dhead.data() : nullptr, C};
-    if (head_grad)
+                           head_grad ? dhead.data() : nullptr,
+                           bias_grad ? dbias_parts.data_ptr<scalar_t>() : nullptr, Tt, C};
+    if (head_grad || bias_grad)
       run_backward<scalar_t, true>(P, G);
     else
       run_backward<scalar_t, false>(P, G);
@@ -668,16 +695,20 @@ BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
     for (int64_t w = 0; w < B * H * C; ++w) per_head[size_t((w / C) % H)] += dhead[size_t(w)];
     r.dhead = at::tensor(per_head, at::TensorOptions().dtype(at::kDouble)).to(q.scalar_type());
   }
+  if (bias_grad) r.dbias = dbias_parts.to(at::kDouble).sum(at::IntArrayRef{0, 2});  // (H, Tt)
   return r;
 }
 
 struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFunction> {
+  // bias_params: (H, kBiasParams), or an empty tensor when the method has none.
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const Tensor& q, const Tensor& k,
                                                 const Tensor& v, const Tensor& head,
-                                                const Tables& tab, const Geometry& g) {
+                                                const Tensor& bias_params, const Tables& tab,
+                                                const Geometry& g, int64_t distance_mod) {
     auto [out, lse] = forward_impl(q, k, v, head, tab, g);
-    ctx->save_for_backward({q, k, v, head, out, lse});
+    ctx->save_for_backward({q, k, v, head, out, lse, bias_params});
+    ctx->saved_data["distance_mod"] = distance_mod;
     ctx->saved_data["row"] = tab.row;
     ctx->saved_data["mult"] = tab.mult;
     ctx->saved_data["bias"] = tab.bias;
@@ -694,10 +725,20 @@ struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionF
                      ctx->saved_data["bias"].toTensor()};
     const auto gv = ctx->saved_data["geometry"].toIntVector();
     const Geometry g{gv[0], gv[1], gv[2], gv[3]};
+    const Tensor& bias_params = saved[6];
     Tensor dout = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(out);
     const bool head_grad = ctx->needs_input_grad(3);
-    const auto r = backward_impl(q, k, v, head, tab, g, out, lse, dout, grads[1], head_grad);
-    return {r.dq, r.dk, r.dv, r.dhead, Tensor(), Tensor()};
+    const bool bias_grad = ctx->needs_input_grad(4) && bias_params.numel() > 0;
+    const auto r = backward_impl(q, k, v, head, tab, g, out, lse, dout, grads[1], head_grad, bias_grad);
+    Tensor dbias_params;
+    if (bias_grad) {
+      ScoreMod mod;
+      mod.distance = DistanceMod(ctx->saved_data["distance_mod"].toInt());
+      // The table is indexed by e = (T − 1) − t: its first T entries reversed are by distance.
+      const int64_t T = q.size(2);
+      dbias_params = learned_bias_param_grad(mod, bias_params, r.dbias.narrow(1, 0, T).flip(1), T);
+    }
+    return {r.dq, r.dk, r.dv, r.dhead, dbias_params, Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -711,6 +752,7 @@ std::tuple<Tensor, Tensor> fused_attention_cpu_with_lse(const Tensor& q_in, cons
                                                         const Tensor& v_in, const ScoreMod& mod,
                                                         const Tensor& head_scale,
                                                         const Tensor& alibi_slopes,
+                                                        const Tensor& bias_params_in,
                                                         const FusedCpuConfig& config) {
   if (q_in.dim() != 4) bad("q must be (B, H, T, D), got " + std::to_string(q_in.dim()) + "-D");
   if (k_in.sizes() != q_in.sizes() || v_in.sizes() != q_in.sizes())
@@ -727,6 +769,16 @@ std::tuple<Tensor, Tensor> fused_attention_cpu_with_lse(const Tensor& q_in, cons
     bad("head_scale must be (H) = (" + std::to_string(H) + ")");
   if (alibi_slopes.defined() && (alibi_slopes.dim() != 1 || alibi_slopes.size(0) != H))
     bad("alibi_slopes must be (H) = (" + std::to_string(H) + ")");
+  if (bias_params_in.defined() &&
+      (bias_params_in.dim() != 2 || bias_params_in.size(0) != H || bias_params_in.size(1) != kBiasParams))
+    bad("bias_params must be (H, " + std::to_string(kBiasParams) + ") = (" + std::to_string(H) + ", " +
+        std::to_string(kBiasParams) + ")");
+  // The learned bias parameters: the tensor (differentiable), else mod's constants, else none.
+  Tensor bias_params = bias_params_in;
+  if (!bias_params.defined() && mod.bias_params)
+    bias_params = at::from_blob(const_cast<float*>(mod.bias_params), {H, kBiasParams}, at::kFloat).clone();
+  if (mod.distance == DistanceMod::kKerpleLog && !bias_params.defined())
+    bad("this score-mod has a learned bias (kerple-log) but no bias_params were given");
   if (B == 0 || H == 0 || T == 0 || D == 0)
     return {at::zeros_like(q_in), at::zeros({B, H, T}, q_in.options())};
 
@@ -744,26 +796,31 @@ std::tuple<Tensor, Tensor> fused_attention_cpu_with_lse(const Tensor& q_in, cons
   Tables tab;
   {
     at::NoGradGuard no_grad;
-    tab = build_tables(mod, T, H, g.Bq + g.Bk, alibi.defined() ? alibi.detach() : alibi, dtype);
+    tab = build_tables(mod, T, H, g.Bq + g.Bk, alibi.defined() ? alibi.detach() : alibi,
+                       bias_params.defined() ? bias_params.detach() : bias_params, dtype);
   }
 
   const bool needs_graph =
       at::GradMode::is_enabled() &&
-      (q_in.requires_grad() || k_in.requires_grad() || v_in.requires_grad() || head.requires_grad());
+      (q_in.requires_grad() || k_in.requires_grad() || v_in.requires_grad() || head.requires_grad() ||
+       (bias_params.defined() && bias_params.requires_grad()));
   const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   if (!needs_graph) {
     at::NoGradGuard no_grad;
     auto [out, lse] = forward_impl(q, k, v, head.contiguous(), tab, g);
     return {out, lse};
   }
-  auto outs = FusedAttentionFunction::apply(q, k, v, head.contiguous(), tab, g);
+  const Tensor params = bias_params.defined() ? bias_params : at::empty({0}, q.options());
+  auto outs = FusedAttentionFunction::apply(q, k, v, head.contiguous(), params, tab, g,
+                                            int64_t(mod.distance));
   return {outs[0], outs[1]};
 }
 
 Tensor fused_attention_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod& mod,
                            const Tensor& head_scale, const Tensor& alibi_slopes,
-                           const FusedCpuConfig& config) {
-  return std::get<0>(fused_attention_cpu_with_lse(q, k, v, mod, head_scale, alibi_slopes, config));
+                           const Tensor& bias_params, const FusedCpuConfig& config) {
+  return std::get<0>(
+      fused_attention_cpu_with_lse(q, k, v, mod, head_scale, alibi_slopes, bias_params, config));
 }
 
 const char* fused_cpu_isa() {

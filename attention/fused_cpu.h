@@ -9,7 +9,8 @@
 //    costliest first. Tile matmuls are register-blocked SIMD loops compiled for AVX-512,
 //    AVX2+FMA and baseline x86-64, picked at run time (no per-tile dispatch: at::mm_out costs
 //    ~6 µs per 64×64×64 tile here, ~2.4× the loop's time).
-//  * float32 and float64; gradients for q, k, v, the learned head scale and the LSE output.
+//  * float32 and float64; gradients for q, k, v, the learned head scale, the learned bias
+//    parameters (from d loss/d bias summed per distance) and the LSE output.
 #pragma once
 
 #include "attention/score_mod.h"
@@ -29,12 +30,14 @@ struct FusedCpuConfig {
 // q, k: (B, H, T, D), ALREADY rotated (method.h: apply_rotary); v: (B, H, T, D). CPU, float32 or
 // float64 (all three the same dtype). head_scale: (H) learned multiplier (LogN's s_h) or
 // undefined (then mod.head_scale, if set, is read as a constant). alibi_slopes: (H) or undefined
-// (then mod.alibi_slope, if set). Differentiable w.r.t. q, k, v and head_scale.
-// Returns (B, H, T, D).
+// (then mod.alibi_slope, if set). bias_params: (H, kBiasParams) learned bias parameters (KERPLE's
+// r1, r2) or undefined (then mod.bias_params, if set); required when mod has a learned bias.
+// Differentiable w.r.t. q, k, v, head_scale and bias_params. Returns (B, H, T, D).
 torch::Tensor fused_attention_cpu(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const ScoreMod& mod,
                                   const torch::Tensor& head_scale = {},
                                   const torch::Tensor& alibi_slopes = {},
+                                  const torch::Tensor& bias_params = {},
                                   const FusedCpuConfig& config = {});
 
 // As above, also returning the per-query log-normaliser LSE_i = log Σ_{j≤i} exp(logit_ij)
@@ -42,7 +45,7 @@ torch::Tensor fused_attention_cpu(const torch::Tensor& q, const torch::Tensor& k
 std::tuple<torch::Tensor, torch::Tensor> fused_attention_cpu_with_lse(
     const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const ScoreMod& mod,
     const torch::Tensor& head_scale = {}, const torch::Tensor& alibi_slopes = {},
-    const FusedCpuConfig& config = {});
+    const torch::Tensor& bias_params = {}, const FusedCpuConfig& config = {});
 
 // The instruction set the kernels dispatch to: "avx512", "avx2" or "generic" (best the CPU
 // supports unless overridden).

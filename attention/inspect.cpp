@@ -69,6 +69,16 @@ std::string inspect_method(const MethodOptions& options, const std::vector<int64
     for (double s : alibi_slopes(m.heads)) os << " " << num(s);
     os << "\n";
   }
+  if (m.learned_bias()) {
+    const auto& spec = transform_spec(m.transform);
+    const torch::Tensor init = initial_bias_params(m);  // (H, kBiasParams)
+    for (int p = 0; p < spec.learned_bias_params; ++p) {
+      os << "initial " << spec.bias_param_names[p] << " (head 1.." << m.heads << ", learned, floor "
+         << num(spec.bias_param_min) << "):";
+      for (int64_t h = 0; h < m.heads; ++h) os << " " << num(init[h][p].item<double>());
+      os << "\n";
+    }
+  }
   const std::vector<double> freq = rotary_frequencies(m, T);
   if (!freq.empty()) {
     int64_t rotated = 0;
@@ -89,12 +99,14 @@ std::string inspect_method(const MethodOptions& options, const std::vector<int64
   os << "per distance t, query with n_i = T = " << T << " visible keys"
      << (m.learned_head_scale() ? " (s_h at its initial " + num(initial_head_scale(m)) + ")"
                                 : std::string())
+     << (m.learned_bias() ? " (learned bias parameters at their initial values)" : std::string())
      << ": logit = multiplier·s + bias\n";
   const double row = row_multiplier(m, T) * initial_head_scale(m);
-  const int64_t bias_columns = m.alibi() ? m.heads : 1;
+  const bool per_head = m.alibi() || m.learned_bias();
+  const int64_t bias_columns = per_head ? m.heads : 1;
   os << "  " << std::string(10, ' ') << "t" << "  " << std::string(8, ' ') << "multiplier";
   for (int64_t h = 0; h < bias_columns; ++h) {
-    const std::string name = m.alibi() ? "bias h" + std::to_string(h + 1) : "bias";
+    const std::string name = per_head ? "bias h" + std::to_string(h + 1) : "bias";
     os << "  " << std::string(18 - name.size(), ' ') << name;
   }
   os << "\n";

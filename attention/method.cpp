@@ -18,7 +18,7 @@ struct Preset {
   Transform transform;
 };
 
-// The baselines of the paper's Table 1 / Appendix I, plus its own method (si+…).
+// The baselines of the paper's Table 1 / Appendix I, its own method (si+…), and KERPLE-log.
 const Preset kPresets[] = {
     {"rope", Positional::kRoPE, Transform::kNone},
     {"p-rope", Positional::kPRoPE, Transform::kNone},
@@ -32,6 +32,8 @@ const Preset kPresets[] = {
     {"si+p-rope", Positional::kPRoPE, Transform::kScaleInvariant},
     {"si+rope", Positional::kRoPE, Transform::kScaleInvariant},
     {"si+nope", Positional::kNoPE, Transform::kScaleInvariant},
+    {"kerple", Positional::kNoPE, Transform::kKerpleLog},
+    {"kerple+p-rope", Positional::kPRoPE, Transform::kKerpleLog},
 };
 
 const std::pair<const char*, Positional> kPositionals[] = {
@@ -305,9 +307,18 @@ double distance_multiplier(const Method& m, int64_t t) {
 }
 
 double distance_bias(const Method& m, int64_t t, int64_t head) {
-  double b = transform_spec(m.transform).distance_bias(m, t);
+  double b = transform_spec(m.transform).distance_bias(m, t, head);
   if (m.alibi()) b -= alibi_slopes(m.heads).at(size_t(head)) * double(t);
   return b;
+}
+
+torch::Tensor initial_bias_params(const Method& m) {
+  const auto& spec = transform_spec(m.transform);
+  if (spec.learned_bias_params == 0) return {};
+  auto out = torch::zeros({m.heads, kBiasParams}, torch::TensorOptions().dtype(torch::kFloat64));
+  for (int64_t h = 0; h < m.heads; ++h)
+    for (int p = 0; p < spec.learned_bias_params; ++p) out[h][p] = spec.initial_bias_param(m, h, p);
+  return out;
 }
 
 double initial_head_scale(const Method& m) {

@@ -31,9 +31,9 @@ enum class PRoPEVariant { kRespread, kTruncate };
 // CPU kernel (the CUDA kernel for CUDA tensors), or the CUDA kernel.
 enum class Kernel { kReference, kFused, kCuda };
 
-std::vector<std::string> preset_names();      // the 12 presets (also in attention.h)
+std::vector<std::string> preset_names();      // the 14 presets (also in attention.h)
 std::vector<std::string> positional_names();  // nope, rope, p-rope, ntk, yarn, alibi
-std::vector<std::string> transform_names();   // none, logn, scale-invariant, infoscale
+std::vector<std::string> transform_names();   // none, logn, scale-invariant, infoscale, kerple-log
 std::vector<std::string> kernel_names();      // reference, fused, cuda
 std::string to_string(Positional p);
 std::string to_string(Transform t);
@@ -61,6 +61,8 @@ struct Method {
   bool rotary() const;             // rope, p-rope, ntk, yarn
   bool learned_head_scale() const { return transform_spec(transform).learned_head_scale; }
   bool alibi() const { return positional == Positional::kALiBi; }
+  // Learned per-head bias parameters (KERPLE's r1, r2): score_mod.h's bias_params.
+  bool learned_bias() const { return transform_spec(transform).learned_bias_params > 0; }
 };
 
 // Throws std::invalid_argument (listing valid names / the violated constraint) on bad options.
@@ -113,6 +115,8 @@ double row_multiplier(const Method& method, int64_t n_visible);
 // Per-distance multiplier and bias (ALiBi's −m_h·t included in the bias for head h, 0-based).
 double distance_multiplier(const Method& method, int64_t t);
 double distance_bias(const Method& method, int64_t t, int64_t head);
+// Initial learned bias parameters, (H, kBiasParams) float64; undefined without them.
+torch::Tensor initial_bias_params(const Method& method);
 // Initial value of the learned per-head scale s_h (LogN: 1 / ln L); 1 without one.
 double initial_head_scale(const Method& method);
 

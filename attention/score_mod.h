@@ -7,7 +7,11 @@
 //     s          = scale · q_i·k_j
 //     logit(i,j) = multiplier(i, t, h) · s + bias(t, h)
 //     multiplier = head_scale[h] · row_factor(i) · distance_factor(t)
-//     bias       = distance_bias(t) − alibi_slope[h] · t
+//     bias       = distance_bias(t, h) − alibi_slope[h] · t
+//
+// distance_bias may read learned per-head parameters (bias_params, (H, kBiasParams)): KERPLE's
+// r1, r2. Their gradient is Σ_{i,j} d loss/d logit(i,j) · ∂bias/∂r, which every kernel forms the
+// same way: the sum of d loss/d logit over the pairs at each distance, times distance_bias_grad.
 //
 // Rotary encodings (rope, p-rope, ntk, yarn) act on q and k before the kernel; what they leave
 // for the kernel (YaRN's temperature) is folded into `scale`.
@@ -34,7 +38,11 @@ enum class RowFactor : int {
 enum class DistanceMod : int {
   kNone = 0,
   kScaleInvariant = 1,  // a_t = sqrt(1 + 2·ln(1 + t/τ)),  m_t = −2·ln(1 + t/τ)  (arXiv 2505.17083)
+  kKerpleLog = 2,       // bias −r1_h·ln(1 + r2_h·t), r1, r2 > 0 learned per head (KERPLE, arXiv 2205.09921)
 };
+
+// Learned per-head parameters a distance bias may read (the rows of bias_params).
+constexpr int kBiasParams = 2;
 
 struct ScoreMod {
   float scale = 1.0f;                      // s = scale · q·k (1/sqrt(d) · YaRN temperature, ...)
@@ -45,6 +53,7 @@ struct ScoreMod {
   float inv_tau = 0.1f;                    // scale-invariant: 1/τ
   const float* head_scale = nullptr;       // (H) learned per-head multiplier (LogN's s_h), or null
   const float* alibi_slope = nullptr;      // (H) ALiBi slopes m_h, or null
+  const float* bias_params = nullptr;      // (H, kBiasParams) learned bias parameters (KERPLE: r1, r2)
 };
 
 namespace detail {
@@ -86,9 +95,38 @@ ATTN_HD T distance_factor(const ScoreMod& m, int t) {
                                                     : T(1);
 }
 
+// The part of the bias that learned per-head parameters r = (r1, r2) give (KERPLE-log:
+// −r1·ln(1 + r2·t); 0 for other methods), and its gradient d[p] = ∂/∂r_p. The parameters come as
+// values so that a kernel may hold them in any precision (the CPU kernel's tables use float64).
+template <class T>
+ATTN_HD T learned_bias(const ScoreMod& m, int t, const T* r) {
+  return m.distance == DistanceMod::kKerpleLog ? -r[0] * detail::log1p_(r[1] * static_cast<T>(t)) : T(0);
+}
+
+template <class T>
+ATTN_HD void learned_bias_grad(const ScoreMod& m, int t, const T* r, T* d) {
+  for (int p = 0; p < kBiasParams; ++p) d[p] = T(0);
+  if (m.distance == DistanceMod::kKerpleLog) {
+    const T tt = static_cast<T>(t);
+    d[0] = -detail::log1p_(r[1] * tt);       // ∂/∂r1
+    d[1] = -r[0] * tt / (T(1) + r[1] * tt);  // ∂/∂r2
+  }
+}
+
+// The bias without its learned part (scale-invariant's m_t).
+template <class T>
+ATTN_HD T fixed_bias(const ScoreMod& m, int t) {
+  return m.distance == DistanceMod::kScaleInvariant ? T(-2) * si_log<T>(m, t) : T(0);
+}
+
 template <class T>
 ATTN_HD T distance_bias(const ScoreMod& m, int t, int h) {
-  T b = m.distance == DistanceMod::kScaleInvariant ? T(-2) * si_log<T>(m, t) : T(0);
+  T b = fixed_bias<T>(m, t);
+  if (m.bias_params) {
+    T r[kBiasParams];
+    for (int p = 0; p < kBiasParams; ++p) r[p] = static_cast<T>(m.bias_params[h * kBiasParams + p]);
+    b += learned_bias<T>(m, t, r);
+  }
   if (m.alibi_slope) b -= static_cast<T>(m.alibi_slope[h]) * static_cast<T>(t);
   return b;
 }

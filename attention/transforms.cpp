@@ -17,7 +17,15 @@ double scale_invariant_bias(double tau, int64_t t) { return -2.0 * std::log1p(do
 namespace {
 
 double one(const Method&, int64_t) { return 1.0; }
-double zero(const Method&, int64_t) { return 0.0; }
+double zero(const Method&, int64_t, int64_t) { return 0.0; }
+
+// KERPLE-log's initial r1 (p = 0) and r2 (p = 1) of head h: the per-head quantiles of the uniform
+// laws KERPLE's code draws from (r1 ~ U(0, 2), r2 ~ U(0, 1)), deterministic, spread from flat
+// (small r1, r2) to local heads as ALiBi's slopes are.
+double kerple_initial(const Method& m, int64_t h, int p) {
+  const double u = (double(h) + 0.5) / double(m.heads);
+  return p == 0 ? 2.0 * u : u;
+}
 
 // InfoScale's exponent −2/d.
 double info_exponent(const Method& m) { return -2.0 / double(m.head_dim); }
@@ -47,7 +55,7 @@ const std::vector<TransformSpec> kTransforms = {
        mod.inv_tau = float(1.0 / m.tau);
      },
      one, [](const Method& m, int64_t t) { return scale_invariant_multiplier(m.tau, t); },
-     [](const Method& m, int64_t t) { return scale_invariant_bias(m.tau, t); }, nullptr},
+     [](const Method& m, int64_t t, int64_t) { return scale_invariant_bias(m.tau, t); }, nullptr},
 
     // InfoScale: max(1, sqrt((1 − n_i^(−2/d)) / (1 − L^(−2/d))))·s.
     {Transform::kInfoScale, "infoscale", "infoscale (max(1, sqrt((1-n_i^(-2/d))/(1-L^(-2/d))))·s)",
@@ -64,6 +72,16 @@ const std::vector<TransformSpec> kTransforms = {
        return std::max(1.0, std::sqrt(std::max(r, 0.0)));
      },
      one, zero, nullptr},
+
+    // KERPLE-log (Chi et al. 2022, arXiv 2205.09921): s − r1_h·ln(1 + r2_h·t), r1, r2 learned per
+    // head and kept >= 0.01 (KERPLE clamps them so before every forward).
+    {Transform::kKerpleLog, "kerple-log", "kerple-log (s − r1_h·ln(1 + r2_h·t), learned r1_h, r2_h >= 0.01)",
+     false, false, false, nullptr, [](const Method&, ScoreMod& mod) { mod.distance = DistanceMod::kKerpleLog; },
+     one, one,
+     [](const Method& m, int64_t t, int64_t h) {
+       return -kerple_initial(m, h, 0) * std::log1p(kerple_initial(m, h, 1) * double(t));
+     },
+     nullptr, 2, {"kerple_r1", "kerple_r2"}, kerple_initial, 0.01},
 };
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace attention {
 
 struct Method;
 
-enum class Transform { kNone, kLogN, kScaleInvariant, kInfoScale };
+enum class Transform { kNone, kLogN, kScaleInvariant, kInfoScale, kKerpleLog };
 
 struct TransformSpec {
   Transform id;
@@ -33,9 +33,16 @@ struct TransformSpec {
   // s_h), and the multiplier and bias at distance t.
   double (*row)(const Method& m, int64_t n);
   double (*distance_multiplier)(const Method& m, int64_t t);
-  double (*distance_bias)(const Method& m, int64_t t);
+  // The bias of head h at distance t (learned bias parameters at their initial values).
+  double (*distance_bias)(const Method& m, int64_t t, int64_t head);
   // The initial value of s_h (learned_head_scale only).
   double (*initial_head_scale)(const Method& m);
+  // Learned per-head bias parameters (score_mod.h's bias_params, (H, kBiasParams)): how many, the
+  // module's parameter names, their initial values, and the floor each step clamps them to.
+  int learned_bias_params = 0;
+  const char* bias_param_names[kBiasParams] = {};
+  double (*initial_bias_param)(const Method& m, int64_t head, int p) = nullptr;
+  double bias_param_min = 0.0;
 };
 
 const std::vector<TransformSpec>& transforms();

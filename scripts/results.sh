@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make results`: the CPU-scale results of docs/results.md, regenerated in one go. Runs (or
-# resumes: finished runs are skipped) Table 1 (sweeps/table1.yaml, 36 runs) and the τ ablation
+# resumes: finished runs are skipped) Table 1 (sweeps/table1.yaml, 42 runs) and the τ ablation
 # (sweeps/tau-ablation.yaml, 15 runs), then writes their tables and figures into docs/results/ and
 # docs/results.md with the machine and the revision. Every number in docs/results.md is what this
 # script printed. RESULTS_JOBS (default: the core count) runs at a time, one thread each.
@@ -43,7 +43,7 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
   echo "zero-shot at L, 4L and 16L; τ = L/400 and the p-RoPE base L/4 (README: why they scale with L)."
   echo "Cells: validation loss (nats/byte), mean ± standard error over 3 seeds; bold: best per column."
   echo
-  echo "## Table 1: twelve methods (sweeps/table1.yaml)"
+  echo "## Table 1: fourteen methods (sweeps/table1.yaml)"
   echo
   table sweeps/table1.yaml
   echo

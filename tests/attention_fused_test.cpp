@@ -41,23 +41,33 @@ Tensor some_head_scale(int64_t H, torch::Dtype dtype) {
   return (0.3 + 0.2 * torch::arange(H, torch::kFloat64)).to(dtype);
 }
 
+// Learned bias parameters (KERPLE's r1, r2) moved away from their init, per head; undefined for
+// methods without them.
+Tensor some_bias_params(const attention::Method& m, torch::Dtype dtype) {
+  const Tensor init = attention::initial_bias_params(m);  // (H, 2)
+  if (!init.defined()) return {};
+  return (init * 0.8 + 0.05 * torch::arange(m.heads, torch::kFloat64).unsqueeze(1) + 0.1).to(dtype);
+}
+
 struct Result {
-  Tensor out, lse, dq, dk, dv, dhead;
+  Tensor out, lse, dq, dk, dv, dhead, dbias;
 };
 
 // Loss = Σ out·wo + Σ lse·wl (random weights, so every output element matters).
-using Kernel = std::function<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&,
+// Arguments: q, k, v, head scale, bias parameters.
+using Kernel = std::function<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
                                                         const Tensor&, const Tensor&)>;
 
 Result run(const Kernel& kernel, const Tensor& q0, const Tensor& k0, const Tensor& v0,
-           const Tensor& head0, const Tensor& wo, const Tensor& wl) {
+           const Tensor& head0, const Tensor& bias0, const Tensor& wo, const Tensor& wl) {
   auto q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(),
        v = v0.clone().requires_grad_();
   Tensor head = head0.defined() ? head0.clone().requires_grad_() : Tensor();
-  auto [out, lse] = kernel(q, k, v, head);
+  Tensor bias = bias0.defined() ? bias0.clone().requires_grad_() : Tensor();
+  auto [out, lse] = kernel(q, k, v, head, bias);
   ((out * wo).sum() + (lse * wl).sum()).backward();
   return {out.detach(), lse.detach(), q.grad(), k.grad(), v.grad(),
-          head.defined() ? head.grad() : Tensor()};
+          head.defined() ? head.grad() : Tensor(), bias.defined() ? bias.grad() : Tensor()};
 }
 
 void expect_close(const Result& a, const Result& b, double tol, const std::string& what) {
@@ -69,6 +79,10 @@ void expect_close(const Result& a, const Result& b, double tol, const std::strin
   ASSERT_EQ(a.dhead.defined(), b.dhead.defined()) << what;
   if (a.dhead.defined()) {
     EXPECT_LT(max_rel(a.dhead, b.dhead), tol) << what << " dhead";
+  }
+  ASSERT_EQ(a.dbias.defined(), b.dbias.defined()) << what;
+  if (a.dbias.defined()) {
+    EXPECT_LT(max_rel(a.dbias, b.dbias), tol) << what << " dbias";
   }
 }
 
@@ -82,23 +96,26 @@ void compare_to_reference(const std::string& preset, int64_t B, int64_t H, int64
              v = torch::randn({B, H, T, D}, dtype);
   const auto wo = torch::randn({B, H, T, D}, dtype), wl = torch::randn({B, H, T}, dtype);
   const Tensor head = method.learned_head_scale() ? some_head_scale(H, dtype) : Tensor();
+  const Tensor bias = some_bias_params(method, dtype);
   const auto mod = attention::score_mod(method, T);
   const auto slopes = attention::alibi_slope_tensor(method);
-  const Kernel fused = [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& hs) {
+  const Kernel fused = [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& hs,
+                           const Tensor& bp) {
     const auto rot = attention::rotary_tables(method, T, q.options());
     return attention::fused_attention_cpu_with_lse(attention::apply_rotary(q, rot),
                                                    attention::apply_rotary(k, rot), v, mod, hs,
-                                                   slopes, cfg);
+                                                   slopes, bp, cfg);
   };
   const Kernel reference = [&](const Tensor& q, const Tensor& k, const Tensor& v,
-                               const Tensor& hs) {
-    return attention::reference_attention_with_lse(q, k, v, method, hs);
+                               const Tensor& hs, const Tensor& bp) {
+    return attention::reference_attention_with_lse(q, k, v, method, hs, bp);
   };
   const std::string what = preset + " B=" + std::to_string(B) + " H=" + std::to_string(H) +
                            " T=" + std::to_string(T) + " blocks " + std::to_string(cfg.block_q) +
                            "x" + std::to_string(cfg.block_k) + " isa " +
                            attention::fused_cpu_isa();
-  expect_close(run(fused, q, k, v, head, wo, wl), run(reference, q, k, v, head, wo, wl), tol, what);
+  expect_close(run(fused, q, k, v, head, bias, wo, wl), run(reference, q, k, v, head, bias, wo, wl), tol,
+               what);
 }
 
 TEST(AttentionFused, EveryPresetMatchesReferenceFloat32) {
@@ -131,7 +148,7 @@ TEST(AttentionFused, EveryInstructionSetPathMatchesReference) {
       continue;  // this CPU cannot run it
     }
     EXPECT_EQ(std::string(attention::fused_cpu_isa()), isa);
-    for (const char* preset : {"si+p-rope", "alibi", "logn+rope", "yarn"}) {
+    for (const char* preset : {"si+p-rope", "alibi", "logn+rope", "yarn", "kerple"}) {
       compare_to_reference(preset, 2, 2, 45, 16, 12, {16, 16}, torch::kFloat32, 1e-5);
       compare_to_reference(preset, 1, 2, 29, 8, 12, {8, 8}, torch::kFloat64, 1e-6);
     }
@@ -158,11 +175,11 @@ TEST(AttentionFused, ExtremeLogitsAndNaNOnEveryInstructionSetPath) {
       continue;
     }
     torch::NoGradGuard no_grad;
-    const auto out = attention::fused_attention_cpu(q, k, v, mod, {}, slopes, {16, 16});
+    const auto out = attention::fused_attention_cpu(q, k, v, mod, {}, slopes, {}, {16, 16});
     EXPECT_LT(max_rel(out, expected), 1e-4) << isa;
     auto q_nan = q.clone();
     q_nan[0][1][40][3] = std::nan("");
-    const auto out_nan = attention::fused_attention_cpu(q_nan, k, v, mod, {}, slopes, {16, 16});
+    const auto out_nan = attention::fused_attention_cpu(q_nan, k, v, mod, {}, slopes, {}, {16, 16});
     EXPECT_TRUE(out_nan[0][1][40].isnan().all().item<bool>()) << isa;
     EXPECT_EQ(out_nan.isnan().sum().item<int64_t>(), D) << isa << ": only row 40 of head 1";
   }
@@ -210,13 +227,16 @@ TEST(AttentionFused, GradcheckFloat64EveryPreset) {
     std::vector<Tensor> inputs = {torch::randn({B, H, T, D}, torch::kFloat64),
                                   torch::randn({B, H, T, D}, torch::kFloat64),
                                   torch::randn({B, H, T, D}, torch::kFloat64)};
+    // Learned parameters after q, k, v: the head scale (LogN) or the bias parameters (KERPLE).
     if (method.learned_head_scale()) inputs.push_back(some_head_scale(H, torch::kFloat64));
+    if (method.learned_bias()) inputs.push_back(some_bias_params(method, torch::kFloat64));
     const auto rot = attention::rotary_tables(method, T, torch::kFloat64);
     auto f = [&](const std::vector<Tensor>& in) {
-      const Tensor hs = in.size() > 3 ? in[3] : Tensor();
+      const Tensor hs = method.learned_head_scale() ? in[3] : Tensor();
+      const Tensor bp = method.learned_bias() ? in[3] : Tensor();
       auto [out, lse] = attention::fused_attention_cpu_with_lse(
           attention::apply_rotary(in[0], rot), attention::apply_rotary(in[1], rot), in[2], mod, hs,
-          slopes, {4, 8});
+          slopes, bp, {4, 8});
       return (out * wo).sum() + (lse * wl).sum();
     };
     gradcheck(f, inputs, preset);
@@ -233,7 +253,7 @@ TEST(AttentionFused, GradcheckFloat64SingleTokenAndSingleHead) {
     auto f = [&](const std::vector<Tensor>& in) {
       return (attention::fused_attention_cpu(attention::apply_rotary(in[0], rot),
                                              attention::apply_rotary(in[1], rot), in[2], mod,
-                                             in[3], {}, {8, 8}) *
+                                             in[3], {}, {}, {8, 8}) *
               wo)
           .sum();
     };
@@ -252,10 +272,17 @@ TEST(AttentionFused, ModuleFusedMatchesModuleReference) {
     for (int64_t T : {int64_t(1), int64_t(100), 4 * L}) {
       attention::CausalAttention fused(options(preset, H, D, L, "fused"));
       attention::CausalAttention reference(options(preset, H, D, L, "reference"));
-      if (fused->logn_scale.defined()) {
+      {
         torch::NoGradGuard g;
-        fused->logn_scale.copy_(some_head_scale(H, torch::kFloat32));
-        reference->logn_scale.copy_(some_head_scale(H, torch::kFloat32));
+        if (fused->logn_scale.defined()) {
+          fused->logn_scale.copy_(some_head_scale(H, torch::kFloat32));
+          reference->logn_scale.copy_(some_head_scale(H, torch::kFloat32));
+        }
+        const Tensor bias = some_bias_params(fused->method(), torch::kFloat32);
+        for (size_t p = 0; p < fused->bias_param_list.size(); ++p) {
+          fused->bias_param_list[p].copy_(bias.select(1, int64_t(p)));
+          reference->bias_param_list[p].copy_(bias.select(1, int64_t(p)));
+        }
       }
       torch::manual_seed(T);
       // Non-contiguous inputs, as the model passes them ((B, T, H, D) viewed as (B, H, T, D)).
@@ -264,11 +291,12 @@ TEST(AttentionFused, ModuleFusedMatchesModuleReference) {
       const auto v = torch::randn({B, T, H, D}).transpose(1, 2);
       const auto wo = torch::randn({B, H, T, D}), wl = torch::randn({B, H, T});
       auto go = [&](attention::CausalAttention& m) {
-        const Kernel kern = [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&) {
-          return m->forward_with_lse(q, k, v);
-        };
-        Result r = run(kern, q, k, v, Tensor(), wo, wl);
+        const Kernel kern = [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&,
+                                const Tensor&) { return m->forward_with_lse(q, k, v); };
+        Result r = run(kern, q, k, v, Tensor(), Tensor(), wo, wl);
         if (m->logn_scale.defined()) r.dhead = m->logn_scale.grad().clone();
+        if (m->bias_params().defined())
+          r.dbias = torch::stack({m->bias_param_list[0].grad(), m->bias_param_list[1].grad()}, 1);
         return r;
       };
       const std::string what = preset + " T=" + std::to_string(T);
@@ -281,7 +309,7 @@ TEST(AttentionFused, ModuleFusedMatchesModuleReference) {
 }
 
 TEST(AttentionFused, ModuleGradcheckThroughRotationFloat64) {
-  for (const char* preset : {"logn+p-rope", "yarn", "si+rope"}) {
+  for (const char* preset : {"logn+p-rope", "yarn", "si+rope", "kerple+p-rope"}) {
     const int64_t H = 2, D = 8, L = 4, T = 9;
     attention::CausalAttention attn(options(preset, H, D, L, "fused"));
     attn->to(torch::kFloat64);
@@ -307,6 +335,24 @@ TEST(AttentionFused, ModuleGradcheckThroughRotationFloat64) {
         const double down = f(inputs).item<double>();
         p[h] = p0;
         EXPECT_NEAR(g[h].item<double>(), (up - down) / 2e-6, 1e-6) << preset << " head " << h;
+      }
+    }
+    // d loss / d kerple_r1, kerple_r2 by finite differences on the parameters themselves.
+    for (auto& param : attn->bias_param_list) {
+      attn->zero_grad();
+      f(inputs).backward();
+      const Tensor g = param.grad().clone();
+      torch::NoGradGuard ng;
+      for (int64_t h = 0; h < H; ++h) {
+        double* p = param.data_ptr<double>();
+        const double p0 = p[h];
+        p[h] = p0 + 1e-6;
+        const double up = f(inputs).item<double>();
+        p[h] = p0 - 1e-6;
+        const double down = f(inputs).item<double>();
+        p[h] = p0;
+        EXPECT_NEAR(g[h].item<double>(), (up - down) / 2e-6, 1e-6 + 1e-5 * std::abs(g[h].item<double>()))
+            << preset << " bias parameter head " << h;
       }
     }
   }

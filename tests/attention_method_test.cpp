@@ -95,7 +95,15 @@ TEST(AttentionMethod, EveryRegistryTransformMatchesThePolicyAndTheReference) {
       attention::ScoreMod mod = attention::score_mod(m, T);
       if (m.learned_head_scale()) mod.head_scale = head_f.data();
       if (m.alibi()) mod.alibi_slope = slopes.data();
-      const auto ref = attention::reference_logits(q, k, m, head)[0];  // (H, T, T)
+      // Learned bias parameters at their initial values (what the closed forms evaluate).
+      const torch::Tensor bias = attention::initial_bias_params(m);  // (H, 2) or undefined
+      std::vector<float> bias_f;
+      if (bias.defined()) {
+        for (int64_t e = 0; e < bias.numel(); ++e) bias_f.push_back(float(bias.view(-1)[e].item<double>()));
+        mod.bias_params = bias_f.data();
+      }
+      EXPECT_EQ(m.learned_bias(), spec.learned_bias_params > 0) << spec.name;
+      const auto ref = attention::reference_logits(q, k, m, head, bias)[0];  // (H, T, T)
       for (int i = 0; i < T; ++i)
         for (int j = 0; j <= i; ++j) {
           const int t = i - j;
@@ -111,6 +119,57 @@ TEST(AttentionMethod, EveryRegistryTransformMatchesThePolicyAndTheReference) {
         }
     }
   }
+}
+
+// ---- KERPLE-log ---------------------------------------------------------------------------------
+
+TEST(AttentionMethod, KerpleLogBiasGradientInitAndClamp) {
+  // The policy's bias −r1·ln(1 + r2·t) at a hand-computed point, its gradient against central
+  // differences of the same policy in float64, the per-head initial values, and the module's floor.
+  attention::ScoreMod mod;
+  mod.distance = attention::DistanceMod::kKerpleLog;
+  const double r[2] = {1.3, 0.4};
+  EXPECT_NEAR(attention::learned_bias<double>(mod, 7, r), -1.3 * std::log(3.8), 1e-14);
+  EXPECT_EQ(attention::learned_bias<double>(mod, 0, r), 0.0);
+  for (int t : {0, 1, 7, 1000}) {
+    double d[attention::kBiasParams];
+    attention::learned_bias_grad<double>(mod, t, r, d);
+    for (int p = 0; p < 2; ++p) {
+      double up[2] = {r[0], r[1]}, down[2] = {r[0], r[1]};
+      up[p] += 1e-6, down[p] -= 1e-6;
+      const double numeric =
+          (attention::learned_bias<double>(mod, t, up) - attention::learned_bias<double>(mod, t, down)) / 2e-6;
+      EXPECT_NEAR(d[p], numeric, 1e-7 * (1 + std::abs(numeric))) << "t = " << t << " p = " << p;
+    }
+  }
+  // Other methods have no learned bias.
+  attention::ScoreMod si;
+  si.distance = attention::DistanceMod::kScaleInvariant;
+  EXPECT_EQ(attention::learned_bias<double>(si, 7, r), 0.0);
+
+  // Presets: kerple = NoPE × kerple-log, kerple+p-rope; r1 = 2(h + ½)/H, r2 = (h + ½)/H.
+  const Method m = attention::resolve_method(opts("kerple", 16, 64, 4));
+  EXPECT_EQ(m.positional, attention::Positional::kNoPE);
+  EXPECT_TRUE(m.learned_bias());
+  EXPECT_EQ(attention::resolve_method(opts("kerple+p-rope")).positional, attention::Positional::kPRoPE);
+  const auto init = attention::initial_bias_params(m);
+  for (int h = 0; h < 4; ++h) {
+    EXPECT_DOUBLE_EQ(init[h][0].item<double>(), 2.0 * (h + 0.5) / 4);
+    EXPECT_DOUBLE_EQ(init[h][1].item<double>(), (h + 0.5) / 4);
+  }
+  EXPECT_FALSE(attention::initial_bias_params(attention::resolve_method(opts("alibi"))).defined());
+
+  // The module registers kerple_r1, kerple_r2 (H) and clamps them to 0.01 before a forward.
+  attention::CausalAttention attn(opts("kerple", 8, 16, 2));
+  const auto params = attn->named_parameters();
+  ASSERT_TRUE(params.contains("kerple_r1") && params.contains("kerple_r2"));
+  {
+    torch::NoGradGuard g;
+    attn->bias_param_list[0].fill_(-3.0);
+  }
+  const auto x = torch::randn({1, 2, 5, 8});
+  attn->forward(x, x, x);
+  EXPECT_TRUE(attn->bias_param_list[0].eq(0.01f).all().item<bool>());
 }
 
 // ---- rotary frequency tables ------------------------------------------------------------------
@@ -331,14 +390,16 @@ TEST(AttentionMethod, ScoreModPerPreset) {
                         Want{"alibi", RowFactor::kNone, DistanceMod::kNone},
                         Want{"si+p-rope", RowFactor::kNone, DistanceMod::kScaleInvariant},
                         Want{"si+rope", RowFactor::kNone, DistanceMod::kScaleInvariant},
-                        Want{"si+nope", RowFactor::kNone, DistanceMod::kScaleInvariant}}) {
+                        Want{"si+nope", RowFactor::kNone, DistanceMod::kScaleInvariant},
+                        Want{"kerple", RowFactor::kNone, DistanceMod::kKerpleLog},
+                        Want{"kerple+p-rope", RowFactor::kNone, DistanceMod::kKerpleLog}}) {
     const auto mod = attention::score_mod(attention::resolve_method(opts(w.name)), 128);
     EXPECT_EQ(mod.row, w.row) << w.name;
     EXPECT_EQ(mod.distance, w.dist) << w.name;
     EXPECT_EQ(mod.head_scale, nullptr);
     EXPECT_EQ(mod.alibi_slope, nullptr);
   }
-  EXPECT_EQ(attention::preset_names().size(), 12u);
+  EXPECT_EQ(attention::preset_names().size(), 14u);
   // Overrides compose: NoPE positions with the InfoScale transform.
   auto o = opts("si+p-rope");
   o.positional = "alibi";

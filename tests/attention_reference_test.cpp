@@ -39,6 +39,8 @@ const std::map<std::string, std::pair<std::string, std::string>> kPresets = {
     {"si+p-rope", {"p-rope", "scale-invariant"}},
     {"si+rope", {"rope", "scale-invariant"}},
     {"si+nope", {"nope", "scale-invariant"}},
+    {"kerple", {"nope", "kerple-log"}},
+    {"kerple+p-rope", {"p-rope", "kerple-log"}},
 };
 
 std::vector<double> formula_frequencies(const Spec& s, int64_t T) {
@@ -131,6 +133,7 @@ std::pair<torch::Tensor, torch::Tensor> formula_attention(const torch::Tensor& q
             mult = std::sqrt(1 + 2 * std::log(1 + t / s.tau));
             bias = -2 * std::log(1 + t / s.tau);
           }
+          if (s.transform == "kerple-log") bias = -hs[2 * h] * std::log(1 + hs[2 * h + 1] * t);  // r1, r2
           if (s.positional == "alibi") bias -= slopes[h] * t;
           logit[j] = mult * sc + bias;
         }
@@ -183,8 +186,13 @@ void check_against_formula(const std::string& preset, Spec s, int64_t B, int64_t
     for (int64_t h = 0; h < s.H; ++h) hs.push_back(0.2 + 0.15 * h);  // not all equal
     head = torch::tensor(hs, torch::kFloat64);
   }
+  torch::Tensor bias;  // KERPLE's (r1, r2) per head, in hs as r1_0, r2_0, r1_1, …
+  if (s.transform == "kerple-log") {
+    for (int64_t h = 0; h < s.H; ++h) hs.push_back(0.3 + 0.5 * h), hs.push_back(0.9 - 0.2 * h);
+    bias = torch::tensor(hs, torch::kFloat64).view({s.H, 2});
+  }
   const auto [want_out, want_lse] = formula_attention(q, k, v, s, hs);
-  const auto [out, lse] = attention::reference_attention_with_lse(q, k, v, method, head);
+  const auto [out, lse] = attention::reference_attention_with_lse(q, k, v, method, head, bias);
   const std::string what = preset + (transform_override.empty() ? "" : "/" + transform_override) +
                            " T=" + std::to_string(T) + " L=" + std::to_string(s.L);
   EXPECT_LT(max_rel(out, want_out), 1e-10) << what;

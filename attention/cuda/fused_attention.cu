@@ -397,7 +397,8 @@ constexpr size_t backward_smem_bytes() {
                           + 2 * kBlockQ * kPTileLd       // p, dS
                           + 2 * kDistanceTableLen        // distance
                           + 5 * kBlockQ                  // per-row lse, delta, coefficients, mean
-                          + kThreads / 32);              // block reduction
+                          + kThreads / 32                // block reduction
+                          + kDistanceTableLen);          // d loss/d logit per distance
 }
 
 // One block per (64-key tile, batch·head): dk and dv of the tile accumulate in registers over the
@@ -416,6 +417,7 @@ __global__ void __launch_bounds__(kThreads)
                     Elem* __restrict__ dk,            // (B, H, T, D)
                     Elem* __restrict__ dv,            // (B, H, T, D)
                     float* __restrict__ dhead_scale,  // (H) zeroed, or null
+                    float* __restrict__ dbias_by_distance,  // (H, T) zeroed, or null
                     int heads, int seq_len, ScoreMod mod) {
   constexpr int kLd = D + kPad;
   constexpr int kColGroups = D / 64;
@@ -435,6 +437,7 @@ __global__ void __launch_bounds__(kThreads)
   float* row_fixed = row_coef + kBlockQ;                // (64) row_factor · scale
   float* row_fixed_mean = row_fixed + kBlockQ;          // (64) Σ_j P_ij · fixed logit
   float* reduce_scratch = row_fixed_mean + kBlockQ;     // (kThreads / 32)
+  float* dist_grad = reduce_scratch + kThreads / 32;    // (kDistances) Σ dLogit per distance
 
   const int k_tile_index = blockIdx.x;  // tile 0 has the most query tiles: launched first
   const int j0 = k_tile_index * kBlockK;
@@ -446,6 +449,7 @@ __global__ void __launch_bounds__(kThreads)
   const int ty = threadIdx.x / 16;
   const float head_scale = mod.head_scale ? mod.head_scale[head] : 1.f;
   const bool want_dhead_scale = mod.head_scale != nullptr && dhead_scale != nullptr;
+  const bool want_dbias = mod.bias_params != nullptr && dbias_by_distance != nullptr;
 
   load_tile<kBlockK, D>(k_tile, k + head_offset, j0, seq_len);
   load_tile<kBlockK, D>(v_tile, v + head_offset, j0, seq_len);
@@ -475,6 +479,8 @@ __global__ void __launch_bounds__(kThreads)
     load_tile<kBlockQ, D>(q_tile, q + head_offset, i0, seq_len);
     load_tile<kBlockQ, D>(do_tile, d_o + head_offset, i0, seq_len);
     fill_distance_table(dist_factor, dist_bias, mod, i0, j0, head);
+    if (want_dbias)
+      for (int d = threadIdx.x; d < kDistances; d += kThreads) dist_grad[d] = 0.f;
     for (int r = threadIdx.x; r < kBlockQ; r += kThreads) {
       const int i = i0 + r;
       const bool valid = i < seq_len;
@@ -508,11 +514,21 @@ __global__ void __launch_bounds__(kThreads)
         const float dlogit = p * (dprob[a][b] - row_delta[r]);
         const float fixed_logit = row_fixed[r] * factor * score[a][b];
         dhead_scale_part += p * (fixed_logit - row_fixed_mean[r]) * dprob[a][b];
+        if (want_dbias && visible) atomicAdd(dist_grad + dist, dlogit);  // shared-memory atomic
         p_tile[r * kPTileLd + c] = p;
         ds_tile[r * kPTileLd + c] = dlogit * row_coef[r] * factor;  // chain rule through s = q·k
       }
     }
-    __syncthreads();  // p and dS tiles are complete
+    __syncthreads();  // p and dS tiles (and dist_grad) are complete
+
+    // This tile pair's d loss/d logit per distance t = d + i0 − j0 − (kBlockK − 1), into (H, T).
+    if (want_dbias) {
+      const int t_first = i0 - j0 - (kBlockK - 1);
+      for (int d = threadIdx.x; d < kDistances; d += kThreads) {
+        const int t = d + t_first;
+        if (t >= 0 && t < seq_len) atomicAdd(dbias_by_distance + static_cast<size_t>(head) * seq_len + t, dist_grad[d]);
+      }
+    }
 
     // dv[c][:] += Σ_r P[r][c] · dO[r][:],   dk[c][:] += Σ_r dS[r][c] · Q[r][:]   (c = ty + 16a)
 #pragma unroll 2
@@ -637,6 +653,11 @@ cudaError_t launch_backward(const FusedArgs& args, cudaStream_t stream) {
     status = cudaMemsetAsync(args.dhead_scale, 0, args.heads * sizeof(float), stream);
     if (status != cudaSuccess) return status;
   }
+  if (args.dbias_by_distance != nullptr) {
+    status = cudaMemsetAsync(args.dbias_by_distance, 0,
+                             static_cast<size_t>(args.heads) * args.seq_len * sizeof(float), stream);
+    if (status != cudaSuccess) return status;
+  }
 
   constexpr int kRowsPerBlock = kThreads / 32;
   const unsigned delta_blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
@@ -654,8 +675,8 @@ cudaError_t launch_backward(const FusedArgs& args, cudaStream_t stream) {
       static_cast<const Elem*>(args.q), static_cast<const Elem*>(args.k),
       static_cast<const Elem*>(args.v), static_cast<const Elem*>(args.d_o), args.lse, delta,
       args.fixed_logit_mean, dq_accum,
-      static_cast<Elem*>(args.dk), static_cast<Elem*>(args.dv), args.dhead_scale, args.heads,
-      args.seq_len, args.mod);
+      static_cast<Elem*>(args.dk), static_cast<Elem*>(args.dv), args.dhead_scale,
+      args.dbias_by_distance, args.heads, args.seq_len, args.mod);
   status = cudaGetLastError();
   if (status != cudaSuccess) return status;
 
@@ -699,9 +720,14 @@ std::size_t fused_attention_backward_workspace_bytes(const FusedArgs& args) {
 cudaError_t fused_attention_backward(const FusedArgs& args, cudaStream_t stream) {
   if (!valid_shape(args)) return cudaErrorInvalidValue;
   if (empty(args)) {
-    // Nothing to differentiate, but dhead_scale is still an output.
-    return args.dhead_scale ? cudaMemsetAsync(args.dhead_scale, 0, args.heads * sizeof(float), stream)
-                            : cudaSuccess;
+    // Nothing to differentiate, but dhead_scale and dbias_by_distance are still outputs.
+    cudaError_t status = args.dhead_scale
+                             ? cudaMemsetAsync(args.dhead_scale, 0, args.heads * sizeof(float), stream)
+                             : cudaSuccess;
+    if (status == cudaSuccess && args.dbias_by_distance != nullptr)
+      status = cudaMemsetAsync(args.dbias_by_distance, 0,
+                               static_cast<size_t>(args.heads) * args.seq_len * sizeof(float), stream);
+    return status;
   }
   const void* buffers[] = {args.q, args.k, args.v, args.o, args.d_o, args.dq, args.dk, args.dv};
   for (const void* buffer : buffers) {

@@ -37,7 +37,7 @@ struct FusedArgs {
   int head_dim = 0;   // D ∈ {64, 128}
   DType dtype = DType::kFloat32;
   // The logit transform. mod.head_scale and mod.alibi_slope, when set, are DEVICE pointers to
-  // (H) float32 arrays.
+  // (H) float32 arrays; mod.bias_params a DEVICE pointer to (H, kBiasParams) float32.
   ScoreMod mod;
 
   // Forward inputs; backward inputs too.
@@ -60,6 +60,10 @@ struct FusedArgs {
   void* dv = nullptr;            // (B, H, T, D) output
   float* dhead_scale = nullptr;  // (H) float32 output, or null. Overwritten (zeros when
                                  // mod.head_scale is null).
+  // (H, T) float32 output, or null: Σ over batch rows and queries i of d loss/d logit(i, i − t),
+  // the gradient of a learned bias at distance t before the chain rule through learned_bias_grad
+  // (score_mod.h). Overwritten (zeros when mod.bias_params is null).
+  float* dbias_by_distance = nullptr;
   void* workspace = nullptr;     // fused_attention_backward_workspace_bytes(args) bytes of device
                                  // memory, 256-byte aligned; contents need no initialisation
 };
@@ -75,7 +79,7 @@ cudaError_t fused_attention_forward(const FusedArgs& args, cudaStream_t stream);
 // element type is bf16.
 std::size_t fused_attention_backward_workspace_bytes(const FusedArgs& args);
 
-// Writes dq, dk, dv and dhead_scale from q, k, v, o, lse, fixed_logit_mean (of the forward pass)
+// Writes dq, dk, dv, dhead_scale and dbias_by_distance from q, k, v, o, lse, fixed_logit_mean (of the forward pass)
 // and d_o. Asynchronous on `stream`.
 cudaError_t fused_attention_backward(const FusedArgs& args, cudaStream_t stream);
 

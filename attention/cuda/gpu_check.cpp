@@ -72,13 +72,20 @@ bool check_case(torch::ScalarType dtype, int64_t head_dim, int64_t seq_len, cons
   const torch::Tensor alibi_slope =
       c.method.alibi() ? attention::alibi_slope_tensor(c.method).to(device_options.dtype(torch::kFloat32))
                        : torch::Tensor();
+  // Learned bias parameters (KERPLE's r1, r2) moved off their initial values.
+  const torch::Tensor bias_params =
+      c.method.learned_bias()
+          ? (attention::initial_bias_params(c.method) * 0.8 + 0.1).to(device_options.dtype(torch::kFloat32))
+          : torch::Tensor();
 
   // Ours.
   torch::Tensor q_ours = q.clone().requires_grad_(true), k_ours = k.clone().requires_grad_(true),
                 v_ours = v.clone().requires_grad_(true);
   torch::Tensor head_scale_ours = head_scale.defined() ? head_scale.clone().requires_grad_(true) : torch::Tensor();
+  torch::Tensor bias_params_ours = bias_params.defined() ? bias_params.clone().requires_grad_(true) : torch::Tensor();
   const torch::Tensor o_ours = attention::cuda::fused_attention(
-      q_ours, k_ours, v_ours, attention::score_mod(c.method, seq_len), head_scale_ours, alibi_slope);
+      q_ours, k_ours, v_ours, attention::score_mod(c.method, seq_len), head_scale_ours, alibi_slope,
+      bias_params_ours);
   o_ours.backward(d_o);
 
   // float64 reference.
@@ -86,7 +93,10 @@ bool check_case(torch::ScalarType dtype, int64_t head_dim, int64_t seq_len, cons
                 v_ref = v.to(torch::kFloat64).requires_grad_(true);
   torch::Tensor head_scale_ref =
       head_scale.defined() ? head_scale.to(torch::kFloat64).requires_grad_(true) : torch::Tensor();
-  const torch::Tensor o_ref = attention::reference_attention(q_ref, k_ref, v_ref, c.method, head_scale_ref);
+  torch::Tensor bias_params_ref =
+      bias_params.defined() ? bias_params.to(torch::kFloat64).requires_grad_(true) : torch::Tensor();
+  const torch::Tensor o_ref =
+      attention::reference_attention(q_ref, k_ref, v_ref, c.method, head_scale_ref, bias_params_ref);
   o_ref.backward(d_o.to(torch::kFloat64));
 
   const double tolerance = dtype == torch::kBFloat16 ? 2e-2 : 1e-4;
@@ -102,6 +112,9 @@ bool check_case(torch::ScalarType dtype, int64_t head_dim, int64_t seq_len, cons
   };
   if (head_scale.defined()) {
     entries.push_back({"dhead_scale", relative_error(head_scale_ours.grad(), head_scale_ref.grad(), 1.0)});
+  }
+  if (bias_params.defined()) {
+    entries.push_back({"dbias_params", relative_error(bias_params_ours.grad(), bias_params_ref.grad(), 1.0)});
   }
   bool ok = true;
   std::string line;
