@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Data-parallel scaling of `harness train` (#23): tokens/s of one process × 1 thread, one process ×
 # 2 threads and 2 processes (--nproc 2) × 1 thread, side by side, interleaved, on the same config,
-# with the share of the 2-rank step spent in collectives (gradient all-reduce, Muon's all-gather).
+# with the share of the 2-rank step spent waiting for collectives (gradient all-reduce, Muon's
+# all-gather). The 2 × 1 runs twice: as configured (25 MiB buckets: this model's 1.8 MB of
+# gradients are one bucket, summed after the backward) and with the all-reduce overlapped with the
+# backward in 256 KiB buckets (HARNESS_GRAD_BUCKET_KB=256).
 #
 #   bench/dist_scaling.sh [BUILD_DIR]          prints a Markdown table
 #   env CONTEXTS="64 1024"   training contexts (bench/peer/bench.yaml, batch scaled to ~2k tokens)
@@ -39,31 +42,33 @@ echo
 echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) logical CPUs; revision $(git -C "$ROOT" rev-parse --short HEAD)"
 echo "- config: bench/peer/bench.yaml (2 layers, d_model 128, Muon + Adam), $STEPS steps, median of $REPEATS interleaved runs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| L | batch | 1 × 1 tok/s | 1 × 2 tok/s | 2 × 1 tok/s | 2×1 / 1×1 | 2×1 / 1×2 | collectives in 2×1 |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| L | batch | 1 × 1 tok/s | 1 × 2 tok/s | 2 × 1 tok/s | 2 × 1 overlapped | 2×1 / 1×1 | 2×1 / 1×2 | overlapped / not | collectives in 2×1 |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for L in $CONTEXTS; do
   batch=$(( 2048 / L < 2 ? 2 : 2048 / L ))
   batch=$(( batch % 2 ? batch + 1 : batch ))
   set_args=(--set train.context=$L --set train.batch_size=$batch --set train.steps=$STEPS
             --set eval.contexts=[L] --set eval.windows=2 --set run.out_dir="$TMP")
-  declare -a a=() b=() c=() share=()
+  declare -a a=() b=() c=() d=() share=()
   for r in $(seq "$REPEATS"); do
-    for mode in 11 12 21; do
+    for mode in 11 12 21 20; do
       dir="$TMP/L$L-$mode-$r"
       case $mode in
         11) "$HARNESS" train --config "$ROOT/bench/peer/bench.yaml" "${set_args[@]}" --set run.threads=1 --run-dir "$dir" --no-progress >"$dir.log" 2>&1 ;;
         12) "$HARNESS" train --config "$ROOT/bench/peer/bench.yaml" "${set_args[@]}" --set run.threads=2 --run-dir "$dir" --no-progress >"$dir.log" 2>&1 ;;
         21) "$HARNESS" train --config "$ROOT/bench/peer/bench.yaml" "${set_args[@]}" --set run.threads=1 --nproc 2 --run-dir "$dir" --no-progress >"$dir.log" 2>&1 ;;
+        20) HARNESS_GRAD_BUCKET_KB=256 "$HARNESS" train --config "$ROOT/bench/peer/bench.yaml" "${set_args[@]}" --set run.threads=1 --nproc 2 --run-dir "$dir" --no-progress >"$dir.log" 2>&1 ;;
       esac || { echo "dist_scaling: mode $mode at L = $L failed:" >&2; tail -5 "$dir.log" >&2; exit 1; }
       v=$(tokens_per_s "$dir/run.h5")
-      case $mode in 11) a+=("$v") ;; 12) b+=("$v") ;; 21) c+=("$v")
+      case $mode in 11) a+=("$v") ;; 12) b+=("$v") ;; 20) d+=("$v") ;; 21) c+=("$v")
         share+=("$(sed -n 's/.*in collectives (\([0-9.]*\)%).*/\1/p' "$dir/train.log" | tail -n 1)") ;; esac
     done
   done
-  ma=$(median "${a[@]}"); mb=$(median "${b[@]}"); mc=$(median "${c[@]}"); ms=$(median "${share[@]}")
-  awk -v L="$L" -v B="$batch" -v a="$ma" -v b="$mb" -v c="$mc" -v s="$ms" \
-    'BEGIN { printf "| %s | %s | %s | %s | %s | %.2f× | %.2f× | %s%% |\n", L, B, a, b, c, c / a, c / b, s }'
-  unset a b c share
+  ma=$(median "${a[@]}"); mb=$(median "${b[@]}"); mc=$(median "${c[@]}"); md=$(median "${d[@]}")
+  ms=$(median "${share[@]}")
+  awk -v L="$L" -v B="$batch" -v a="$ma" -v b="$mb" -v c="$mc" -v d="$md" -v s="$ms" \
+    'BEGIN { printf "| %s | %s | %s | %s | %s | %s | %.2f× | %.2f× | %.2f× | %s%% |\n", L, B, a, b, c, d, c / a, c / b, d / c, s }'
+  unset a b c d share
 done
 echo
 echo "Targets (#23, this 2-core machine): 2 × 1 ≥ 1.8× the 1 × 1 and ≥ 1.2× the 1 × 2."

@@ -5,6 +5,7 @@
 
 #include <torch/types.h>
 
+#include <functional>
 #include <vector>
 
 namespace models {
@@ -17,6 +18,14 @@ class Collectives {
   // In place: every tensor becomes the element-wise sum over the ranks (same dtype and shape on
   // every rank). Every rank ends with the same bits.
   virtual void all_reduce_sum(std::vector<torch::Tensor>& tensors) = 0;
+  // Starts summing the contiguous `flat` over the ranks in place and returns at once; the returned
+  // function waits for it (flat then holds the sum). Every rank starts the same sequence of these
+  // in the same order. Default: synchronous.
+  virtual std::function<void()> all_reduce_sum_start(torch::Tensor flat) {
+    std::vector<torch::Tensor> one{flat};
+    all_reduce_sum(one);
+    return [] {};
+  }
   // `gathered[r]` ← rank r's `mine` (the same shape and dtype on every rank).
   virtual std::vector<torch::Tensor> all_gather(const torch::Tensor& mine) = 0;
   // In place: every tensor becomes rank `root`'s.

@@ -18,6 +18,7 @@
 
 #include "harness/config/engine_options.h"
 #include "harness/config/schema.h"
+#include "harness/dist/gradient_reducer.h"
 #include "harness/dist/process_group.h"
 #include "harness/dist/world.h"
 #include "harness/train/checkpoint.h"
@@ -374,4 +375,82 @@ TEST(DataParallel, SigtermToTheLauncherCheckpointsEveryRankAtOneStep) {
                             config.string() + " --run-dir " + dir.string(), tmp.path / "resume.log"), 0)
       << read_text(tmp.path / "resume.log");
   EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).status_step, r.status_step + 5);
+}
+
+// ---- the overlapped gradient all-reduce, in one process ----------------------------------------
+
+namespace {
+// A stand-in for W identical ranks: a sum over the ranks is W times this rank's value. Records the
+// order buckets start in, and whether the backward pass was still running then.
+struct FakeRanks : models::Collectives {
+  int world = 2;
+  bool backward_done = false;
+  std::vector<int64_t> started;  // bucket sizes, in start order
+  int during_backward = 0;
+  int rank() const override { return 0; }
+  int world_size() const override { return world; }
+  void all_reduce_sum(std::vector<torch::Tensor>& tensors) override {
+    for (auto& t : tensors) t.mul_(world);
+  }
+  std::function<void()> all_reduce_sum_start(torch::Tensor flat) override {
+    started.push_back(flat.numel());
+    if (!backward_done) ++during_backward;
+    return [flat, this] { flat.mul_(world); };
+  }
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& mine) override { return {mine, mine}; }
+  void broadcast(std::vector<torch::Tensor>&, int) override {}
+};
+}  // namespace
+
+TEST(DataParallel, GradientReducerSumsEveryBucketInOrderWhileTheBackwardRuns) {
+  torch::manual_seed(3);
+  torch::nn::Sequential net(torch::nn::Linear(16, 32), torch::nn::ReLU(), torch::nn::Linear(32, 32),
+                            torch::nn::ReLU(), torch::nn::Linear(32, 4));
+  // Parameters without a gradient: zeros in the sum, and none after. First in the list, so they
+  // are in the last bucket (an unused parameter holds back its bucket and every later one).
+  torch::nn::Linear unused(4, 4);
+  auto params = unused->parameters();
+  for (const auto& p : net->parameters()) params.push_back(p);
+  const auto x1 = torch::randn({5, 16}), x2 = torch::randn({5, 16});
+  auto loss = [&](const torch::Tensor& x) { return net->forward(x).pow(2).sum(); };
+
+  // Reference: two micro-batches accumulated, no reducer.
+  for (auto& p : params) p.mutable_grad() = torch::Tensor();
+  loss(x1).backward();
+  loss(x2).backward();
+  std::vector<torch::Tensor> want;
+  for (const auto& p : params) want.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+
+  for (auto& p : params) p.mutable_grad() = torch::Tensor();
+  FakeRanks ranks;
+  {
+    harness::dist::GradientReducer reducer(params, ranks, /*bucket_bytes=*/256);  // 4 buckets
+    loss(x1).backward();  // not armed: plain accumulation
+    EXPECT_TRUE(ranks.started.empty());
+    reducer.arm();
+    loss(x2).backward();
+    ranks.backward_done = true;
+    auto extra = torch::tensor({1.5, 0.0}, torch::kDouble);
+    reducer.finish(extra);
+    EXPECT_DOUBLE_EQ(extra[0].item<double>(), 3.0);
+  }
+  // Every bucket started once, in the reverse order of the parameters, most during the backward.
+  int64_t total = 0;
+  for (const auto& p : params) total += p.numel();
+  int64_t started = 0;
+  for (size_t i = 0; i + 1 < ranks.started.size(); ++i) started += ranks.started[i];  // last: extra
+  EXPECT_EQ(started, total);
+  EXPECT_GE(ranks.started.size(), 4u);
+  EXPECT_EQ(ranks.during_backward, 3) << "every bucket but the unused parameters' starts in the backward";
+  for (size_t n = 0; n < params.size(); ++n) {
+    ASSERT_EQ(params[n].grad().defined(), want[n].defined()) << "parameter " << n;
+    if (want[n].defined()) {
+      EXPECT_TRUE(params[n].grad().allclose(2 * want[n], 1e-6, 1e-7)) << "parameter " << n;
+    }
+  }
+  // The hooks are gone with the reducer: a later backward accumulates as usual.
+  const size_t starts = ranks.started.size();
+  for (auto& p : params) p.mutable_grad() = torch::Tensor();
+  loss(x1).backward();
+  EXPECT_EQ(ranks.started.size(), starts);
 }

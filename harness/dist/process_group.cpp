@@ -267,6 +267,32 @@ void ProcessGroup::all_reduce_sum(std::vector<torch::Tensor>& tensors) {
   }
 }
 
+std::function<void()> ProcessGroup::all_reduce_sum_start(torch::Tensor flat) {
+  c10::intrusive_ptr<c10d::Work> work;
+  std::vector<torch::Tensor> buffers{flat};
+  try {
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+#ifdef USE_C10D_NCCL
+    if (impl_->nccl) work = impl_->nccl->allreduce(buffers, options);
+#endif
+#ifdef HARNESS_C10D_GLOO
+    if (!work) work = impl_->gloo->allreduce(buffers, options);
+#endif
+  } catch (const std::exception& e) {
+    fail("all-reduce", e.what());
+  }
+  return [this, work, buffers] {
+    const auto t0 = Clock::now();
+    try {
+      if (work) work->wait(timeout_);
+    } catch (const std::exception& e) {
+      fail("all-reduce", e.what());
+    }
+    seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+}
+
 void ProcessGroup::broadcast(std::vector<torch::Tensor>& tensors, int root) {
   for (const auto& [begin, end] : buckets(tensors)) {
     std::vector<torch::Tensor> flat{flatten(tensors, begin, end, impl_->device)};

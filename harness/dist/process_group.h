@@ -31,6 +31,9 @@ class ProcessGroup final : public models::Collectives {
   // Bucketed: the tensors are packed into flat buffers of one dtype (≤ 16 MiB each), summed
   // together in flight, and unpacked.
   void all_reduce_sum(std::vector<torch::Tensor>& tensors) override;
+  // Asynchronous (Gloo/NCCL work in flight while the caller computes); the wait, like every
+  // collective, fails within the timeout naming a lost rank.
+  std::function<void()> all_reduce_sum_start(torch::Tensor flat) override;
   std::vector<torch::Tensor> all_gather(const torch::Tensor& mine) override;
   void broadcast(std::vector<torch::Tensor>& tensors, int root) override;
 

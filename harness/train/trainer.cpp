@@ -14,6 +14,7 @@
 
 #include "harness/config/engine_options.h"
 #include "harness/data/dataset.h"
+#include "harness/dist/gradient_reducer.h"
 #include "harness/dist/process_group.h"
 #include "harness/needle/needle_run.h"
 #include "harness/train/checkpoint.h"
@@ -200,6 +201,12 @@ class TrainingSession {
         group_->broadcast(state, 0);
       }
       setup_->optim->set_collectives(group_.get());
+      // HARNESS_GRAD_BUCKET_KB: the bucket size (default 25 MiB, DDP's bucket_cap_mb). Gradients
+      // that fit one bucket are summed after the backward: no overlap (docs/data-parallel.md).
+      const char* bucket_kb = std::getenv("HARNESS_GRAD_BUCKET_KB");
+      const int64_t bucket_bytes = bucket_kb ? std::max<int64_t>(1, std::atoll(bucket_kb)) << 10
+                                             : dist::GradientReducer::kDefaultBucketBytes;
+      reducer_ = std::make_unique<dist::GradientReducer>(model->parameters(), *group_, bucket_bytes);
       require_identical_parameters("at the start");
       log->info("data parallel: {} ranks over {} ({}), {} sequences per rank and step in "
                 "micro-batches of {}, {} threads each",
@@ -248,6 +255,7 @@ class TrainingSession {
           const auto inputs = micro.slice(1, 0, c_.train.context);
           const auto targets = micro.slice(1, 1, c_.train.context + 1);
           auto loss = model->loss(inputs, targets) / double(micro_batches);
+          if (reducer_ && start + micro_ >= share_) reducer_->arm();  // the step's last backward
           loss.backward();
           loss_sum += loss.item<double>();
         }
@@ -371,17 +379,14 @@ class TrainingSession {
 
   // Sums the gradients over the ranks (they are already scaled to the global mean), with the
   // step's loss and whether any rank was asked to stop. Returns the global loss.
+  // The gradients were summed over the ranks while the last backward ran (the loss of each
+  // micro-batch is already divided by the global number of micro-batches; Gloo has no AVG); the
+  // step's loss and the stop flag are summed with them.
   double average_gradients(double loss_sum) {
-    std::vector<torch::Tensor> sums;
-    for (const auto& p : setup_->model->parameters())
-      if (p.grad().defined()) sums.push_back(p.grad());
-    // In the gradients' dtype, so that the bucket is one collective (float32: the loss to ~1e-7).
-    const auto dtype = sums.empty() ? torch::kDouble : sums.front().scalar_type();
-    sums.push_back(torch::tensor({loss_sum, interrupt_requested() ? 1.0 : 0.0}, torch::kDouble)
-                       .to(sums.empty() ? torch::kCPU : sums.front().device(), dtype));
-    group_->all_reduce_sum(sums);
-    stop_flag_ = sums.back()[1].item<double>() > 0;
-    return sums.back()[0].item<double>();
+    auto extra = torch::tensor({loss_sum, interrupt_requested() ? 1.0 : 0.0}, torch::kDouble).to(setup_->device);
+    reducer_->finish(extra);
+    stop_flag_ = extra[1].item<double>() > 0;
+    return extra[0].item<double>();
   }
 
   // Every rank must hold the same bits; a difference (a non-deterministic kernel, a bug) would
@@ -443,6 +448,7 @@ class TrainingSession {
   const results::RunPaths paths_;
   const std::string hash_;
   std::unique_ptr<dist::ProcessGroup> group_;  // W > 1 only
+  std::unique_ptr<dist::GradientReducer> reducer_;  // W > 1 only (after group_: hooks go first)
   int64_t share_ = 0, micro_ = 0;              // sequences per rank and step; per forward
   bool stop_flag_ = false;                     // some rank was signalled (W > 1)
   results::RunRecord record_;
