@@ -19,7 +19,8 @@ const std::map<std::string, std::string> kMethodColors = {
     {"rope", "#0072B2"},       {"alibi", "#D55E00"},     {"si+p-rope", "#009E73"},
     {"p-rope", "#CC79A7"},     {"nope", "#E69F00"},      {"yarn", "#56B4E9"},
     {"rope+ntk", "#332288"},   {"logn+rope", "#882255"}, {"logn+p-rope", "#999933"},
-    {"logn+ntk", "#44AA99"},   {"si+rope", "#117733"},   {"si+nope", "#AA4499"}};
+    {"logn+ntk", "#44AA99"},   {"si+rope", "#117733"},   {"si+nope", "#AA4499"},
+    {"kerple", "#DDCC77"},     {"kerple+p-rope", "#000000"}};
 
 constexpr const char* kStandardTheory = "#555555";
 constexpr const char* kLognTheory = "#661100";

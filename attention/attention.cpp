@@ -146,8 +146,9 @@ torch::Tensor CausalAttentionImpl::attend_rows(const torch::Tensor& qr, const to
 }
 
 torch::Tensor CausalAttentionImpl::forward_at(const torch::Tensor& q, const torch::Tensor& k,
-                                              const torch::Tensor& v, int64_t context) {
-  return std::get<0>(run(q, k, v, /*want_lse=*/false, context));
+                                              const torch::Tensor& v, int64_t context,
+                                              AttentionProbe* probe) {
+  return std::get<0>(run(q, k, v, /*want_lse=*/false, context, probe));
 }
 
 torch::Tensor CausalAttentionImpl::forward_cached(const torch::Tensor& q, const torch::Tensor& k,
@@ -165,14 +166,15 @@ torch::Tensor CausalAttentionImpl::forward_cached(const torch::Tensor& q, const 
   k_cache = start == 0 ? kr.contiguous() : torch::cat({k_cache, kr}, 2);  // (B, H, start + n, D)
   v_cache = start == 0 ? v.contiguous() : torch::cat({v_cache, v}, 2);
   if (start == 0 && method_.kernel != Kernel::kReference)
-    return std::get<0>(run(q, k, v, /*want_lse=*/false, context));  // the prefill: the kernel
+    return std::get<0>(run(q, k, v, /*want_lse=*/false, context, nullptr));  // the prefill: the kernel
   return attend_rows(qr, k_cache, v_cache, start, context);
 }
 
 std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::Tensor& q,
                                                                   const torch::Tensor& k,
                                                                   const torch::Tensor& v,
-                                                                  bool want_lse, int64_t context) {
+                                                                  bool want_lse, int64_t context,
+                                                                  AttentionProbe* probe) {
   if (q.dim() != 4 || k.sizes() != q.sizes() || v.sizes() != q.sizes())
     throw std::invalid_argument("CausalAttention: q, k, v must all be (B, H, T, D) of one shape");
   if (q.size(1) != method_.heads || q.size(3) != method_.head_dim)
@@ -203,18 +205,18 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
   torch::Tensor qr, kr;
   if (context != T)
     std::tie(qr, kr) = rotate_rows(q, k, 0, context);
-  else if (!use_reference || record_score_std || stats_recorder)
+  else if (!use_reference || probe)
     std::tie(qr, kr) = rotate(q, k);
-  if (record_score_std) last_score_std = sampled_score_std(qr, kr, method_.score_scale);
+  if (probe && probe->score_std) probe->score_std_value = sampled_score_std(qr, kr, method_.score_scale);
   // KERPLE keeps its parameters above a floor, clamped before every forward as its code does.
   if (!bias_param_list.empty()) {
     torch::NoGradGuard no_grad;
     for (auto& p : bias_param_list) p.clamp_min_(transform_spec(method_.transform).bias_param_min);
   }
   const torch::Tensor params = bias_params();  // (H, kBiasParams) or undefined
-  if (stats_recorder) {
+  if (probe && probe->stats) {
     std::vector<float> storage;
-    stats_recorder->add(qr, kr, with_bias_params(attention::score_mod(method_, context), params, storage),
+    probe->stats->add(qr, kr, with_bias_params(attention::score_mod(method_, context), params, storage),
                         logn_scale, alibi_slopes_, method_.score_scale);
   }
 
@@ -242,13 +244,13 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
 }
 
 torch::Tensor CausalAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,
-                                           const torch::Tensor& v) {
-  return std::get<0>(run(q, k, v, /*want_lse=*/false));
+                                           const torch::Tensor& v, AttentionProbe* probe) {
+  return std::get<0>(run(q, k, v, /*want_lse=*/false, 0, probe));
 }
 
 std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::forward_with_lse(
-    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-  return run(q, k, v, /*want_lse=*/true);
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, AttentionProbe* probe) {
+  return run(q, k, v, /*want_lse=*/true, 0, probe);
 }
 
 }  // namespace attention

@@ -31,19 +31,27 @@ struct CausalAttentionImpl : torch::nn::Module {
 
   // q, k, v: (B, H, T, D) → (B, H, T, D). T may exceed the training context (zero-shot eval).
   // Applies the rotation for this T, builds the ScoreMod for this T, runs options.kernel.
-  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+  // probe (statistics.h), when given, receives what it asks for: the std of the raw scores
+  // s = scale·q·k (the theory assumes ~1; q, k the rotated ones the kernel sees, scale the
+  // method's score_scale without YaRN's temperature; estimated from a fixed sample of at most 4096
+  // causal (i, j) pairs, uniform over the T(T+1)/2, all of them when there are no more, the same
+  // pairs for every batch row and head, pooled), and the attention statistics of the last rows
+  // (entropy, mass and entropy by distance band and range), whatever the kernel.
+  torch::Tensor forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        AttentionProbe* probe = nullptr);
 
   // As forward, plus the per-query log-normaliser LSE_i = log Σ_{j≤i} exp(logit_ij) (B, H, T)
   // (kernels reference and fused; never materialises T×T with fused).
   std::tuple<torch::Tensor, torch::Tensor> forward_with_lse(const torch::Tensor& q,
                                                             const torch::Tensor& k,
-                                                            const torch::Tensor& v);
+                                                            const torch::Tensor& v,
+                                                            AttentionProbe* probe = nullptr);
 
   // As forward, with the per-context quantities (rotary frequencies, NTK's base, YaRN's
   // factor and temperature) of `context` >= T instead of T: position i of a prefix sees what it
   // would see inside a sequence of length `context`. forward_at(q, k, v, T) == forward(q, k, v).
   torch::Tensor forward_at(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                           int64_t context);
+                           int64_t context, AttentionProbe* probe = nullptr);
 
   // Incremental decoding with a KV cache. q, k, v: (B, H, n, D), positions [start, start + n),
   // not rotated; k_cache, v_cache: (B, H, start, D) of the earlier positions (keys rotated), or
@@ -76,23 +84,10 @@ struct CausalAttentionImpl : torch::nn::Module {
   // (H) ALiBi slopes (float64, CPU), undefined for other methods. Not a parameter or buffer.
   const torch::Tensor& alibi_slopes() const { return alibi_slopes_; }
 
-  // Standard deviation of the raw scores s = scale·q·k of the last forward pass (the theory
-  // assumes ~1); computed only while record_score_std is set. q, k are the rotated ones the kernel
-  // sees, scale = score_scale (or 1/sqrt(D)) without YaRN's temperature. Estimated from a fixed
-  // sample of at most 4096 causal (i, j) pairs, uniform over the T(T+1)/2 pairs (all of them when
-  // there are no more than 4096), the same pairs for every batch row and head, pooled.
-  bool record_score_std = false;
-  double last_score_std = 0.0;
-
-  // When set, every forward pass adds the attention statistics of its last rows (statistics.h):
-  // entropy, mass and entropy by distance band and range, from the rotated q, k and the score-mod
-  // at its T, whatever the kernel. Validations and `harness analyse` set it.
-  std::shared_ptr<AttentionStatsRecorder> stats_recorder;
-
  private:
   std::tuple<torch::Tensor, torch::Tensor> run(const torch::Tensor& q, const torch::Tensor& k,
                                                const torch::Tensor& v, bool want_lse,
-                                               int64_t context = 0);
+                                               int64_t context, AttentionProbe* probe);
   // q, k rotated for `context`, rows [start, start + n); the score-mod of `context`.
   std::pair<torch::Tensor, torch::Tensor> rotate_rows(const torch::Tensor& q, const torch::Tensor& k,
                                                       int64_t start, int64_t context) const;

@@ -117,4 +117,12 @@ class AttentionStatsRecorder {
   ScoreSample scores_;
 };
 
+// What one forward pass measures of one layer's attention, asked for by its caller and passed
+// down as an argument (CausalAttention::forward): nothing is left on the module.
+struct AttentionProbe {
+  bool score_std = false;                   // measure the std of the raw scores s = scale·q·k
+  double score_std_value = 0.0;             // out: that std (see CausalAttention::forward)
+  AttentionStatsRecorder* stats = nullptr;  // add this pass's statistics (entropy, bands, ranges)
+};
+
 }  // namespace attention

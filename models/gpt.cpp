@@ -80,7 +80,8 @@ torch::Tensor AttentionBlockImpl::forward_cached(const torch::Tensor& x, torch::
   return o(y);                                                         // (B, n, C)
 }
 
-torch::Tensor AttentionBlockImpl::forward(const torch::Tensor& x, int64_t context) {
+torch::Tensor AttentionBlockImpl::forward(const torch::Tensor& x, int64_t context,
+                                          attention::AttentionProbe* probe) {
   const auto B = x.size(0), T = x.size(1);
   // (B, T, C) → (B, T, H, D) → (B, H, T, D)
   auto split = [&](const torch::Tensor& t) {
@@ -89,7 +90,7 @@ torch::Tensor AttentionBlockImpl::forward(const torch::Tensor& x, int64_t contex
   auto qh = rms_norm(split(q(x)));  // QK-norm over head_dim, no gain
   auto kh = rms_norm(split(k(x)));
   auto vh = split(v(x));
-  auto y = context > 0 ? core->forward_at(qh, kh, vh, context) : core(qh, kh, vh);  // (B, H, T, D)
+  auto y = context > 0 ? core->forward_at(qh, kh, vh, context, probe) : core(qh, kh, vh, probe);  // (B, H, T, D)
   y = y.transpose(1, 2).contiguous().view({B, T, heads * head_dim});  // (B, T, H·D)
   return o(y);                                                         // (B, T, C)
 }
@@ -111,8 +112,8 @@ BlockImpl::BlockImpl(const GPTOptions& options, int64_t layer) {
   mlp = register_module("mlp", MLP(options));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x, int64_t context) {
-  auto h = x + attn(rms_norm(x), context);  // (B, T, C)
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, int64_t context, attention::AttentionProbe* probe) {
+  auto h = x + attn(rms_norm(x), context, probe);  // (B, T, C)
   return h + mlp(rms_norm(h));              // (B, T, C)
 }
 
@@ -157,6 +158,16 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& tokens, int64_t context) {
   return head(rms_norm(x));  // (B, T, V)
 }
 
+torch::Tensor GPTImpl::forward(const torch::Tensor& tokens, std::vector<attention::AttentionProbe>& probes) {
+  TORCH_CHECK(tokens.dim() == 2, "GPT::forward: tokens must be (B, T), got ", tokens.sizes());
+  TORCH_CHECK(tokens.scalar_type() == torch::kLong, "GPT::forward: tokens must be int64");
+  TORCH_CHECK(probes.size() == block_list.size(), "GPT::forward: ", probes.size(), " probes for ",
+              block_list.size(), " layers");
+  auto x = rms_norm(embed(tokens));  // (B, T, C)
+  for (size_t l = 0; l < block_list.size(); ++l) x = block_list[l]->forward(x, 0, &probes[l]);
+  return head(rms_norm(x));  // (B, T, V)
+}
+
 torch::Tensor GPTImpl::forward_cached(const torch::Tensor& tokens, KVCache& cache) {
   TORCH_CHECK(tokens.dim() == 2, "GPT::forward_cached: tokens must be (B, n), got ", tokens.sizes());
   TORCH_CHECK(tokens.scalar_type() == torch::kLong, "GPT::forward_cached: tokens must be int64");
@@ -175,30 +186,6 @@ torch::Tensor GPTImpl::loss(const torch::Tensor& tokens_in, const torch::Tensor&
   const auto V = logits.size(-1);
   return torch::nn::functional::cross_entropy(logits.reshape({-1, V}).to(torch::kFloat),
                                               targets.reshape({-1}));
-}
-
-void GPTImpl::set_record_score_std(bool on) {
-  for (auto& block : block_list) block->attn->core->record_score_std = on;
-}
-
-std::vector<double> GPTImpl::score_std() const {
-  std::vector<double> out;
-  out.reserve(block_list.size());
-  for (const auto& block : block_list) out.push_back(block->attn->core->last_score_std);
-  return out;
-}
-
-void GPTImpl::record_attention_stats(int64_t queries, bool raw_scores) {
-  for (auto& block : block_list)
-    block->attn->core->stats_recorder =
-        queries > 0 ? std::make_shared<attention::AttentionStatsRecorder>(queries, raw_scores) : nullptr;
-}
-
-std::vector<std::shared_ptr<attention::AttentionStatsRecorder>> GPTImpl::attention_stats() const {
-  std::vector<std::shared_ptr<attention::AttentionStatsRecorder>> out;
-  for (const auto& block : block_list)
-    if (block->attn->core->stats_recorder) out.push_back(block->attn->core->stats_recorder);
-  return out;
 }
 
 int64_t GPTImpl::num_parameters() const {

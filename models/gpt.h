@@ -68,7 +68,8 @@ struct KVCache {
 struct AttentionBlockImpl : torch::nn::Module {
   AttentionBlockImpl(const GPTOptions& options, int64_t layer);
   // (B, T, C) → (B, T, C), before the residual add; context 0: T (see GPTImpl::forward).
-  torch::Tensor forward(const torch::Tensor& x, int64_t context = 0);
+  torch::Tensor forward(const torch::Tensor& x, int64_t context = 0,
+                        attention::AttentionProbe* probe = nullptr);
   // (B, n, C) of the next n positions → (B, n, C); extends the layer's cache.
   torch::Tensor forward_cached(const torch::Tensor& x, torch::Tensor& k_cache,
                                torch::Tensor& v_cache, int64_t context);
@@ -89,7 +90,9 @@ TORCH_MODULE(MLP);
 
 struct BlockImpl : torch::nn::Module {
   BlockImpl(const GPTOptions& options, int64_t layer);
-  torch::Tensor forward(const torch::Tensor& x, int64_t context = 0);  // (B, T, C) → (B, T, C)
+  // (B, T, C) → (B, T, C)
+  torch::Tensor forward(const torch::Tensor& x, int64_t context = 0,
+                        attention::AttentionProbe* probe = nullptr);
   torch::Tensor forward_cached(const torch::Tensor& x, torch::Tensor& k_cache,
                                torch::Tensor& v_cache, int64_t context);  // (B, n, C) → (B, n, C)
 
@@ -108,24 +111,15 @@ struct GPTImpl : torch::nn::Module {
   // method's per-context quantities are those of `context` (forward(tokens) = forward(tokens, T)).
   // Greedy decoding by full recomputation calls this with a growing prefix.
   torch::Tensor forward(const torch::Tensor& tokens, int64_t context);
+  // As forward(tokens), with one probe per layer (attention/statistics.h): each layer's attention
+  // fills what its probe asks for (the raw scores' std, the attention statistics).
+  torch::Tensor forward(const torch::Tensor& tokens, std::vector<attention::AttentionProbe>& probes);
   // tokens (B, n) of the next n positions after cache.length() → logits (B, n, V); extends the
   // cache. The logits equal those of forward(all tokens so far, cache.context) at these rows.
   torch::Tensor forward_cached(const torch::Tensor& tokens, KVCache& cache);
 
   // Mean next-token cross-entropy (nats) of forward(tokens_in) against targets (B, T) int64.
   torch::Tensor loss(const torch::Tensor& tokens_in, const torch::Tensor& targets);
-
-  // Record the raw attention score std of each layer on the following forward passes.
-  void set_record_score_std(bool on);
-  // Per layer: std of s = scale·q·k in the last forward pass while recording (0 before).
-  std::vector<double> score_std() const;
-
-  // From now on every forward pass adds the attention statistics of its last `queries` rows to a
-  // fresh recorder per layer (attention/statistics.h; raw_scores: also the raw-score sample);
-  // queries = 0 stops recording.
-  void record_attention_stats(int64_t queries, bool raw_scores = false);
-  // The recorders, one per layer (empty when not recording).
-  std::vector<std::shared_ptr<attention::AttentionStatsRecorder>> attention_stats() const;
 
   const GPTOptions& options() const { return options_; }
   int64_t num_parameters() const;

@@ -379,10 +379,11 @@ TEST(AttentionFused, ScoreStdExactForShortAndSampledForLong) {
   const int64_t H = 2, D = 16;
   for (int64_t T : {int64_t(50), int64_t(600)}) {
     attention::CausalAttention attn(options("si+rope", H, D, 64));
-    attn->record_score_std = true;
+    attention::AttentionProbe probe;
+    probe.score_std = true;
     torch::manual_seed(9);
     const auto q = torch::randn({2, H, T, D}), k = torch::randn({2, H, T, D}) * 1.7;
-    attn->forward(q, k, torch::randn({2, H, T, D}));
+    attn->forward(q, k, torch::randn({2, H, T, D}), &probe);
     // Exact std over all causal pairs of the rotated q, k.
     const auto [qr, kr] = attn->rotate(q, k);
     const auto s = torch::matmul(qr.to(torch::kFloat64), kr.to(torch::kFloat64).transpose(-1, -2)) /
@@ -390,9 +391,9 @@ TEST(AttentionFused, ScoreStdExactForShortAndSampledForLong) {
     const auto mask = torch::ones({T, T}, torch::kBool).tril();
     const double exact = s.masked_select(mask.expand_as(s)).std().item<double>();
     if (T * (T + 1) / 2 <= 4096) {
-      EXPECT_NEAR(attn->last_score_std, exact, 1e-9 * exact) << T;
+      EXPECT_NEAR(probe.score_std_value, exact, 1e-9 * exact) << T;
     } else {
-      EXPECT_NEAR(attn->last_score_std, exact, 0.05 * exact) << T;  // 4096 samples × B·H
+      EXPECT_NEAR(probe.score_std_value, exact, 0.05 * exact) << T;  // 4096 samples × B·H
     }
     EXPECT_NEAR(exact, 1.7, 0.15);  // q, k ~ N(0, 1), N(0, 1.7²): s has std 1.7
   }

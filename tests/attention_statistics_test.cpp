@@ -181,8 +181,9 @@ TEST(AttentionStatistics, RowsEqualMaterialisedFloat64Attention) {
     const auto k = torch::randn({B, H, T, D}, torch::kFloat64) * 2;
     if (attn->logn_scale.defined()) attn->logn_scale.copy_(torch::tensor({0.2, 0.3, 0.5}));
     auto recorder = std::make_shared<attention::AttentionStatsRecorder>(Q, /*raw_scores=*/true);
-    attn->stats_recorder = recorder;
-    attn->forward(q, k, torch::randn({B, H, T, D}, torch::kFloat64));
+    attention::AttentionProbe probe;
+    probe.stats = recorder.get();
+    attn->forward(q, k, torch::randn({B, H, T, D}, torch::kFloat64), &probe);
     const auto& layout = recorder->layout();
     ASSERT_GT(layout.ranges(), 0u);
 

@@ -110,20 +110,18 @@ TEST(GptModel, RecordsScoreStdPerLayer) {
   o.layers = 3;
   models::GPT model(o);
   auto x = torch::randint(0, 256, {2, 16}, torch::kLong);
-  model->forward(x);
-  for (double s : model->score_std()) EXPECT_EQ(s, 0.0);  // not recording yet
-  model->set_record_score_std(true);
-  model->forward(x);
-  auto s = model->score_std();
-  ASSERT_EQ(s.size(), 3u);
+  std::vector<attention::AttentionProbe> probes(3);
+  probes[0].score_std = probes[2].score_std = true;  // layer 1 not asked
+  const auto probed = model->forward(x, probes);
+  EXPECT_TRUE(probed.equal(model->forward(x)));  // probing changes nothing
   // QK-normed q, k: s = q·k/√D has std O(1).
-  for (double v : s) {
-    EXPECT_GT(v, 0.05);
-    EXPECT_LT(v, 20.0);
+  for (int l : {0, 2}) {
+    EXPECT_GT(probes[l].score_std_value, 0.05);
+    EXPECT_LT(probes[l].score_std_value, 20.0);
   }
-  for (const auto& b : model->block_list) EXPECT_TRUE(b->attn->core->record_score_std);
-  model->set_record_score_std(false);
-  for (const auto& b : model->block_list) EXPECT_FALSE(b->attn->core->record_score_std);
+  EXPECT_EQ(probes[1].score_std_value, 0.0);
+  std::vector<attention::AttentionProbe> too_few(2);
+  EXPECT_ANY_THROW(model->forward(x, too_few));
 }
 
 TEST(GptModel, RmsNormHasUnitRms) {

@@ -15,8 +15,16 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   torch::NoGradGuard no_grad;
   const bool was_training = model->is_training();
   model->eval();
-  model->set_record_score_std(true);
-  model->record_attention_stats(attention_queries, raw_scores);
+  // One recorder per layer, filled through the probes of every batch's forward pass.
+  const size_t layers = model->block_list.size();
+  std::vector<std::shared_ptr<attention::AttentionStatsRecorder>> recorders;
+  for (size_t l = 0; attention_queries > 0 && l < layers; ++l)
+    recorders.push_back(std::make_shared<attention::AttentionStatsRecorder>(attention_queries, raw_scores));
+  std::vector<attention::AttentionProbe> probes(layers);
+  for (size_t l = 0; l < layers; ++l) {
+    probes[l].score_std = true;
+    probes[l].stats = recorders.empty() ? nullptr : recorders[l].get();
+  }
 
   const int64_t T = windows.context;
   const int64_t N = windows.tokens.size(0);
@@ -25,7 +33,7 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   const auto bucket_of = (torch::arange(T, torch::kLong) * buckets).div(T, "floor");  // (T,)
 
   auto loss_by_position = torch::zeros({T}, torch::kDouble);  // summed over windows
-  std::vector<double> score_std_sum;
+  std::vector<double> score_std_sum(layers, 0.0);
   int64_t batches = 0;
   // Data parallel: rank r of W takes batches [r·nb/W, (r+1)·nb/W) of the single process's nb,
   // so the summed per-batch statistics are the single process's.
@@ -36,20 +44,15 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
     const auto chunk = windows.tokens.slice(0, start, std::min(N, start + batch_size)).to(device);
     const auto inputs = chunk.slice(1, 0, T);       // (B, T)
     const auto targets = chunk.slice(1, 1, T + 1);  // (B, T)
-    const auto logits = model->forward(inputs);     // (B, T, V)
+    const auto logits = model->forward(inputs, probes);  // (B, T, V)
     const auto nll = torch::nn::functional::cross_entropy(
         logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}),
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
     loss_by_position += nll.view({-1, T}).to(torch::kCPU, torch::kDouble).sum(0);
-    const auto stds = model->score_std();
-    score_std_sum.resize(stds.size(), 0.0);
-    for (size_t l = 0; l < stds.size(); ++l) score_std_sum[l] += stds[l];
+    for (size_t l = 0; l < layers; ++l) score_std_sum[l] += probes[l].score_std_value;
     ++batches;
   }
-  model->set_record_score_std(false);
-  const auto recorders = model->attention_stats();
   if (group) {
-    score_std_sum.resize(model->score_std().size(), 0.0);  // a rank without batches has none
     std::vector<torch::Tensor> sums{loss_by_position,
                                     torch::tensor(score_std_sum, torch::kDouble),
                                     torch::tensor({double(batches)}, torch::kDouble)};
@@ -65,7 +68,6 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
       recorders[i]->set_flat_sums(std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));
     }
   }
-  model->record_attention_stats(0);
   if (was_training) model->train();
 
   EvalResult r;
