@@ -320,25 +320,13 @@ TEST(AttentionFused, ModuleGradcheckThroughRotationFloat64) {
                                   torch::randn({1, H, T, D}, torch::kFloat64)};
     auto f = [&](const std::vector<Tensor>& in) { return (attn->forward(in[0], in[1], in[2]) * wo).sum(); };
     gradcheck(f, inputs, preset);
-    if (attn->logn_scale.defined()) {
-      // d loss / d logn_scale by finite differences on the parameter itself.
-      attn->zero_grad();
-      f(inputs).backward();
-      const Tensor g = attn->logn_scale.grad().clone();
-      torch::NoGradGuard ng;
-      for (int64_t h = 0; h < H; ++h) {
-        double* p = attn->logn_scale.data_ptr<double>();
-        const double p0 = p[h];
-        p[h] = p0 + 1e-6;
-        const double up = f(inputs).item<double>();
-        p[h] = p0 - 1e-6;
-        const double down = f(inputs).item<double>();
-        p[h] = p0;
-        EXPECT_NEAR(g[h].item<double>(), (up - down) / 2e-6, 1e-6) << preset << " head " << h;
-      }
-    }
-    // d loss / d kerple_r1, kerple_r2 by finite differences on the parameters themselves.
-    for (auto& param : attn->bias_param_list) {
+    // d loss / d the method's learned parameters (logn_scale; kerple_r1, kerple_r2) by finite
+    // differences on the parameters themselves.
+    std::vector<std::pair<std::string, Tensor>> learned;
+    if (attn->logn_scale.defined()) learned.push_back({"logn_scale", attn->logn_scale});
+    for (size_t n = 0; n < attn->bias_param_list.size(); ++n)
+      learned.push_back({"bias parameter " + std::to_string(n), attn->bias_param_list[n]});
+    for (auto& [name, param] : learned) {
       attn->zero_grad();
       f(inputs).backward();
       const Tensor g = param.grad().clone();
@@ -352,7 +340,7 @@ TEST(AttentionFused, ModuleGradcheckThroughRotationFloat64) {
         const double down = f(inputs).item<double>();
         p[h] = p0;
         EXPECT_NEAR(g[h].item<double>(), (up - down) / 2e-6, 1e-6 + 1e-5 * std::abs(g[h].item<double>()))
-            << preset << " bias parameter head " << h;
+            << preset << " " << name << " head " << h;
       }
     }
   }
