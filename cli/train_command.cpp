@@ -4,7 +4,7 @@
 #include "cli/options.h"
 #include "harness/dist/launcher.h"
 #include "harness/dist/world.h"
-#include "harness/train/trainer.h"
+#include "harness/task.h"
 #include "harness/util/errors.h"
 
 namespace harness::cli {
@@ -60,7 +60,7 @@ int train_command(const Args& args) {
   opts.overwrite = vm.count("overwrite") > 0;
   if (vm.count("no-progress")) opts.progress_bar = 0;
   if (vm.count("stop-after-steps")) opts.stop_after_steps = vm["stop-after-steps"].as<int64_t>();
-  const auto outcome = train::train(loaded, opts);
+  const auto outcome = run_task(loaded, opts);
   if (opts.world.rank != 0) return exit_code(outcome);  // rank 0 reports
 
   fmt::print("run: {}  ({} at step {}{})\n", outcome.run_dir, results::to_string(outcome.state),

@@ -26,7 +26,7 @@
 #include "harness/config/engine_options.h"
 #include "harness/data/dataset.h"
 #include "harness/dist/launcher.h"
-#include "harness/train/trainer.h"
+#include "harness/task.h"
 #include "harness/util/errors.h"
 #include "harness/util/interrupt.h"
 #include "sweeps/plan.h"
@@ -181,7 +181,7 @@ int run_one(const Sweep& sweep, size_t index, const RunOneOptions& o) {
   options.run_dir = run.run_dir;
   options.resume = true;
   options.world = o.world;
-  const train::TrainOutcome outcome = train::train(loaded, options);
+  const train::TrainOutcome outcome = run_task(loaded, options);
   if (report)
     fmt::print(stderr, "[{}] run {} {} at step {}{}\n", clock_time(), run.id,
                results::to_string(outcome.state), outcome.step,

@@ -19,6 +19,7 @@
 #include "harness/data/tokenizer.h"
 #include "harness/needle/needle_run.h"
 #include "harness/needle/needle_task.h"
+#include "harness/task.h"
 #include "harness/train/trainer.h"
 #include "harness/util/errors.h"
 #include "models/gpt.h"
@@ -355,7 +356,7 @@ harness::train::TrainOutcome run(const std::string& yaml, const fs::path& dir, i
   o.run_dir = dir.string();
   o.progress_bar = 0;
   o.stop_after_steps = stop_after;
-  return harness::train::train(harness::config::load_run_config_text(yaml, "t.yaml", "t"), o);
+  return harness::run_task(harness::config::load_run_config_text(yaml, "t.yaml", "t"), o);
 }
 
 std::string error_of(const std::string& yaml, const fs::path& dir) {
@@ -455,13 +456,13 @@ TEST(NeedleRun, FineTunesEvaluatesAndExports) {
   o.run_dir = (tmp.path / "needle" / "n").string();
   o.resume = true;
   o.progress_bar = 0;
-  EXPECT_EQ(harness::train::train(harness::config::load_run_config_text(needle, "t.yaml", "t"), o).state,
+  EXPECT_EQ(harness::run_task(harness::config::load_run_config_text(needle, "t.yaml", "t"), o).state,
             results::RunState::kDone);
   // Resuming it under a changed config is refused, naming both run ids (as a training run's).
   std::string changed = needle;
   changed.replace(changed.find("examples: 3"), 11, "examples: 4");
   try {
-    harness::train::train(harness::config::load_run_config_text(changed, "t.yaml", "t"), o);
+    harness::run_task(harness::config::load_run_config_text(changed, "t.yaml", "t"), o);
     ADD_FAILURE() << "a needle run was resumed under another config";
   } catch (const harness::InputError& e) {
     EXPECT_NE(std::string(e.what()).find("the config changed since this run started (run id " +

@@ -16,7 +16,6 @@
 #include "harness/data/dataset.h"
 #include "harness/dist/gradient_reducer.h"
 #include "harness/dist/process_group.h"
-#include "harness/needle/needle_run.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/evaluate.h"
 #include "harness/train/run_directory.h"
@@ -465,13 +464,8 @@ class TrainingSession {
 }  // namespace
 
 TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& options) {
-  if (loaded.config.task == "needle") {
-    if (options.world.distributed())
-      throw InputError(fmt::format("{}: task: needle runs in one process (world size {} from {})",
-                                   loaded.location_of("task").str(), options.world.size,
-                                   options.world.source));
-    return needle::run_needle(loaded, options);
-  }
+  if (loaded.config.task == "needle")
+    throw std::logic_error("train::train: a needle config runs through harness::run_task");
   TrainingSession session(loaded, options);
   session.connect();
   if (auto done = session.prepare()) return *done;
