@@ -514,3 +514,20 @@ TEST(ExportCurves, EveryFigureKindOfATauSweepHasDistinctSeriesAndSaysItsSeeds) {
   // Ranges: one panel per Δ.
   EXPECT_EQ(count_of(read_all(out.path / "range_entropy_T256.gp"), "set title 'Δ = "), 2u);
 }
+
+TEST(ExportCurves, LossAgainstStepAveragesSeedsWhenALinePerRunWouldBeUnreadable) {
+  // 7 τ × 2 seeds = 14 runs: more lines than kMaxRunLines, so a line per τ, mean ± s.e.
+  test_support::TempDir runs, out;
+  const std::vector<std::string> taus = {"L/4", "L/40", "L/400", "L/4000", "1", "10", "100"};
+  for (size_t i = 0; i < taus.size(); ++i)
+    for (const int seed : {0, 1})
+      write_rich_run(runs.path / fmt::format("r{}-{}", i, seed), "si+p-rope", taus[i], seed, 1.2 + 0.01 * double(i));
+  ::setenv("HARNESS_GNUPLOT", "/nonexistent/gnuplot", 1);
+  analysis::export_curves(runs.path.string(), {out.path.string(), ""});
+  ::unsetenv("HARNESS_GNUPLOT");
+  const std::string gp = read_all(out.path / "loss_vs_step_T64.gp");
+  EXPECT_NE(title_of(gp).find("mean ± s.e. over 2 seeds"), std::string::npos) << title_of(gp);
+  EXPECT_NE(gp.find("yerrorlines"), std::string::npos);
+  EXPECT_EQ(gp.find("seed="), std::string::npos) << "no line per seed";
+  expect_distinct_looks(out.path.string(), "loss_vs_step_T64");
+}
