@@ -777,8 +777,8 @@ std::tuple<Tensor, Tensor> fused_attention_cpu_with_lse(const Tensor& q_in, cons
   Tensor bias_params = bias_params_in;
   if (!bias_params.defined() && mod.bias_params)
     bias_params = at::from_blob(const_cast<float*>(mod.bias_params), {H, kBiasParams}, at::kFloat).clone();
-  if (mod.distance == DistanceMod::kKerpleLog && !bias_params.defined())
-    bad("this score-mod has a learned bias (kerple-log) but no bias_params were given");
+  if (has_learned_bias(mod) && !bias_params.defined())
+    bad("this score-mod has a learned bias but no bias_params were given");
   if (B == 0 || H == 0 || T == 0 || D == 0)
     return {at::zeros_like(q_in), at::zeros({B, H, T}, q_in.options())};
 

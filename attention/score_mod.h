@@ -95,18 +95,21 @@ ATTN_HD T distance_factor(const ScoreMod& m, int t) {
                                                     : T(1);
 }
 
+// Whether the distance bias reads learned per-head parameters (a kernel must be given them).
+ATTN_HD bool has_learned_bias(const ScoreMod& m) { return m.distance == DistanceMod::kKerpleLog; }
+
 // The part of the bias that learned per-head parameters r = (r1, r2) give (KERPLE-log:
 // −r1·ln(1 + r2·t); 0 for other methods), and its gradient d[p] = ∂/∂r_p. The parameters come as
 // values so that a kernel may hold them in any precision (the CPU kernel's tables use float64).
 template <class T>
 ATTN_HD T learned_bias(const ScoreMod& m, int t, const T* r) {
-  return m.distance == DistanceMod::kKerpleLog ? -r[0] * detail::log1p_(r[1] * static_cast<T>(t)) : T(0);
+  return has_learned_bias(m) ? -r[0] * detail::log1p_(r[1] * static_cast<T>(t)) : T(0);
 }
 
 template <class T>
 ATTN_HD void learned_bias_grad(const ScoreMod& m, int t, const T* r, T* d) {
   for (int p = 0; p < kBiasParams; ++p) d[p] = T(0);
-  if (m.distance == DistanceMod::kKerpleLog) {
+  if (has_learned_bias(m)) {
     const T tt = static_cast<T>(t);
     d[0] = -detail::log1p_(r[1] * tt);       // ∂/∂r1
     d[1] = -r[0] * tt / (T(1) + r[1] * tt);  // ∂/∂r2

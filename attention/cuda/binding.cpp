@@ -226,8 +226,8 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
                 "fused_attention: bias_params must be float32 on ", q.device());
     bias_params_arg = bias_params;
   }
-  TORCH_CHECK(mod.distance != DistanceMod::kKerpleLog || bias_params.defined(),
-              "fused_attention: a learned bias (kerple-log) needs bias_params");
+  TORCH_CHECK(!has_learned_bias(mod) || bias_params.defined(),
+              "fused_attention: a score-mod with a learned bias needs bias_params");
   return FusedAttentionFunction::apply(q, k, v, head_scale_arg, alibi_slope_arg, bias_params_arg, mod);
 }
 
