@@ -254,7 +254,7 @@ void loss_vs_tau(const RunSet& set, const std::vector<const RunEntry*>& runs, Wr
   const auto variant_of = [&](int64_t T) { return size_t(std::distance(contexts.begin(), contexts.find(T))); };
   for (const auto* r : runs) {
     const bool reads_tau = tau_key->is_read(r->config);
-    const double x = reads_tau ? r->config.attention.tau.resolve(r->train_context) / double(r->train_context) : 0.0;
+    const double x = reads_tau ? r->config.attention.parameters[attention::Parameter::kTau].resolve(r->train_context) / double(r->train_context) : 0.0;
     if (reads_tau) taus.insert(x);
     const std::string group = group_label(set, *r, {"attention.tau"});
     const std::string color = w.palette.group_color(reads_tau ? color_key(set, *r, {"attention.tau"}) : color_key(set, *r));
@@ -314,7 +314,7 @@ std::vector<std::pair<const results::DatasetGroup*, std::pair<std::string, std::
     const RunEntry* match = nullptr;
     for (const auto* r : runs)
       if (!match && tau_key->is_read(r->config) &&
-          std::abs(r->config.attention.tau.resolve(r->train_context) - tau) <= 1e-6 * tau)
+          std::abs(r->config.attention.parameters[attention::Parameter::kTau].resolve(r->train_context) - tau) <= 1e-6 * tau)
         match = r;
     if (!match) {
       unmatched_theory.push_back(fmt::format("{:g}", tau));
@@ -326,7 +326,7 @@ std::vector<std::pair<const results::DatasetGroup*, std::pair<std::string, std::
   std::set<std::string> run_taus;
   for (const auto* r : runs)
     if (tau_key->is_read(r->config)) {
-      const double tau = r->config.attention.tau.resolve(r->train_context);
+      const double tau = r->config.attention.parameters[attention::Parameter::kTau].resolve(r->train_context);
       if (std::none_of(matched_taus.begin(), matched_taus.end(),
                        [&](double m) { return std::abs(tau - m) <= 1e-6 * m; }))
         run_taus.insert(fmt::format("{:g}", tau));

@@ -43,7 +43,7 @@ attention::ScoreMod registry_mod(const std::string& transform, double tau) {
   attention::MethodOptions options;
   options.method = "nope";
   options.transform = transform;
-  options.tau = tau;
+  options.parameters[attention::Parameter::kTau] = tau;
   options.score_scale = 1.0;
   options.train_context = 2;  // read by no transform's policy, only by LogN's initial s_h
   const auto method = attention::resolve_method(options);

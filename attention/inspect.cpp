@@ -19,27 +19,28 @@ std::string num(double x, const char* f = "%.6g") {
 
 std::string describe_positional(const Method& m) {
   switch (m.positional) {
-    case Positional::kRoPE: return "rope (base " + num(m.rope_base) + ")";
-    case Positional::kNTK: return "ntk (base " + num(m.rope_base) + ")";
+    case Positional::kRoPE: return "rope (base " + num(m.value(Parameter::kRopeBase)) + ")";
+    case Positional::kNTK: return "ntk (base " + num(m.value(Parameter::kRopeBase)) + ")";
     case Positional::kYaRN:
-      return "yarn (base " + num(m.rope_base) + ", ramp alpha " + num(kYaRNAlpha) + ", beta " +
+      return "yarn (base " + num(m.value(Parameter::kRopeBase)) + ", ramp alpha " + num(kYaRNAlpha) + ", beta " +
              num(kYaRNBeta) + ")";
     case Positional::kPRoPE:
       return m.p_rope_variant == PRoPEVariant::kRespread
                  ? "p-rope respread (fraction " + num(m.p_rope_fraction) + ", base " +
-                       num(m.p_rope_base) + ")"
+                       num(m.value(Parameter::kPRopeBase)) + ")"
                  : "p-rope truncate (fraction " + num(m.p_rope_fraction) + ", base " +
-                       num(m.rope_base) + ")";
+                       num(m.value(Parameter::kRopeBase)) + ")";
     case Positional::kALiBi: return "alibi";
     default: return "nope";
   }
 }
 
-std::string describe_transform(const Method& m) {
-  const TransformSpec& t = transform_spec(m.transform);
-  std::string out = t.formula;
-  if (t.reads_tau) out.insert(out.size() - 1, ", tau " + num(m.tau));
-  return out;
+// The declared parameters (parameters.h) this method reads, resolved.
+std::string describe_parameters(const Method& m) {
+  std::string out;
+  for (const ParameterSpec& p : parameters())
+    if (p.reads(m)) out += std::string(out.empty() ? "" : ", ") + p.name + " " + num(m.value(p.id));
+  return out.empty() ? "none" : out;
 }
 
 }  // namespace
@@ -51,7 +52,8 @@ std::string inspect_method(const MethodOptions& options, const std::vector<int64
   const int64_t L = m.train_context;
   std::ostringstream os;
   os << "method " << m.preset << ": positional " << describe_positional(m) << ", transform "
-     << describe_transform(m) << "\n";
+     << transform_spec(m.transform).formula << "\n";
+  os << "parameters read: " << describe_parameters(m) << "\n";
   os << "eval context T = " << T << ", train context L = " << (L > 0 ? std::to_string(L) : "not set")
      << ", heads " << m.heads << ", head_dim " << m.head_dim << "\n";
   os << "score s = " << num(m.score_scale) << "·q·k";

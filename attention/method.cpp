@@ -141,25 +141,26 @@ Method resolve_method(const MethodOptions& o) {
                           ? o.p_rope_fraction
                           : (m.p_rope_variant == PRoPEVariant::kRespread ? 0.5 : 0.75);
 
-  m.tau = o.tau;
-
   if (m.rotary() && o.head_dim % 2 != 0)
     bad("head_dim must be even for the rotary encoding '" + to_string(m.positional) + "', got " +
         std::to_string(o.head_dim));
   if (m.positional == Positional::kNTK && o.head_dim <= 2)
     bad("ntk needs head_dim > 2 (the base exponent is D/(D-2)), got " +
         std::to_string(o.head_dim));
-  const bool uses_rope_base = m.positional == Positional::kRoPE || m.positional == Positional::kNTK ||
-                              m.positional == Positional::kYaRN ||
-                              (m.positional == Positional::kPRoPE &&
-                               m.p_rope_variant == PRoPEVariant::kTruncate);
-  if (uses_rope_base && !(o.rope_base > 1 && std::isfinite(o.rope_base)))
-    bad("rope_base must be > 1, got " + fmt(o.rope_base));
-  if (m.positional == Positional::kPRoPE && m.p_rope_variant == PRoPEVariant::kRespread &&
-      !(o.p_rope_base >= 1 && std::isfinite(o.p_rope_base)))
-    bad("p_rope_base must be >= 1, got " + fmt(o.p_rope_base));
-  m.rope_base = o.rope_base;
-  m.p_rope_base = o.p_rope_base;
+  // The declared parameters: resolved against L here, and checked where the method reads them.
+  for (const ParameterSpec& p : parameters()) {
+    const LengthValue& given = o.parameters[p.id];
+    const double v = given.resolve(o.train_context);
+    m.values[size_t(p.id)] = v;
+    if (!p.reads(m)) continue;
+    if (given.relative && o.train_context < 1)
+      bad(std::string(p.name) + " = " + given.text() +
+          " is relative to the training context, but train_context is " +
+          std::to_string(o.train_context));
+    if (!(p.min_inclusive ? v >= p.min : v > p.min) || !std::isfinite(v))
+      bad(std::string(p.name) + " must be " + (p.min_inclusive ? ">= " : "> ") + fmt(p.min) +
+          " for " + to_string(m.positional) + " × " + to_string(m.transform) + ", got " + fmt(v));
+  }
 
   const bool needs_L = m.positional == Positional::kNTK || m.positional == Positional::kYaRN ||
                        transform.needs_train_context;
@@ -169,7 +170,6 @@ Method resolve_method(const MethodOptions& o) {
         std::to_string(o.train_context));
   if (o.train_context < 0) bad("train_context must be >= 0, got " + std::to_string(o.train_context));
   m.train_context = o.train_context;
-  if (transform.check) transform.check(m);
   return m;
 }
 
@@ -183,8 +183,8 @@ void check_context(const Method& method, int64_t T) {
 
 double ntk_base(const Method& m, int64_t T) {
   const double D = double(m.head_dim);
-  if (m.train_context <= 0 || T <= m.train_context) return m.rope_base;
-  return m.rope_base * std::pow(double(T) / double(m.train_context), D / (D - 2));
+  if (m.train_context <= 0 || T <= m.train_context) return m.value(Parameter::kRopeBase);
+  return m.value(Parameter::kRopeBase) * std::pow(double(T) / double(m.train_context), D / (D - 2));
 }
 
 double yarn_factor(const Method& m, int64_t T) {
@@ -212,13 +212,13 @@ std::vector<double> rotary_frequencies(const Method& m, int64_t T) {
       pairs, int64_t(std::floor(m.p_rope_fraction * double(pairs) + 1e-9)));
   switch (m.positional) {
     case Positional::kRoPE:
-      rope(m.rope_base);
+      rope(m.value(Parameter::kRopeBase));
       break;
     case Positional::kNTK:
       rope(ntk_base(m, T));
       break;
     case Positional::kYaRN: {
-      rope(m.rope_base);
+      rope(m.value(Parameter::kRopeBase));
       const double s = yarn_factor(m, T);
       if (s > 1.0) {
         const double L = double(m.train_context);
@@ -235,13 +235,13 @@ std::vector<double> rotary_frequencies(const Method& m, int64_t T) {
     case Positional::kPRoPE:
       if (m.p_rope_variant == PRoPEVariant::kTruncate) {
         // Barbero et al.: RoPE's frequencies, only the n_rot highest (k < n_rot) kept.
-        rope(m.rope_base);
+        rope(m.value(Parameter::kRopeBase));
         for (int64_t k = n_rot; k < pairs; ++k) freq[k] = 0.0;
       } else {
         // modded-nanogpt: n_rot frequencies log-uniform from 1 down to 1/base, rest 0.
         for (int64_t k = 0; k < n_rot; ++k)
           freq[k] = n_rot == 1 ? 1.0
-                               : std::pow(1.0 / m.p_rope_base, double(k) / double(n_rot - 1));
+                               : std::pow(1.0 / m.value(Parameter::kPRopeBase), double(k) / double(n_rot - 1));
       }
       break;
     default:

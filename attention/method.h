@@ -16,6 +16,7 @@
 
 #include <torch/types.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,9 +49,8 @@ struct Method {
   Positional positional = Positional::kNoPE;
   Transform transform = Transform::kNone;
   PRoPEVariant p_rope_variant = PRoPEVariant::kRespread;
-  double tau = 10.0;             // scale-invariant τ
-  double rope_base = 10000.0;    // rope, ntk, yarn, p-rope (truncate)
-  double p_rope_base = 1024.0;   // p-rope (respread)
+  // The declared parameters (parameters.h), resolved against L; read as value(Parameter::kTau).
+  std::array<double, kParameterCount> values{};
   double p_rope_fraction = 0.5;  // fraction of the D/2 pairs that rotate (p-rope)
   double score_scale = 0.125;    // s = score_scale · q·k (1/sqrt(D) when the option was 0)
   int64_t train_context = 0;     // L (0 = not given; only methods that need it require it)
@@ -58,6 +58,7 @@ struct Method {
   int64_t head_dim = 64;
   Kernel kernel = Kernel::kFused;
 
+  double value(Parameter p) const { return values[size_t(p)]; }
   bool rotary() const;             // rope, p-rope, ntk, yarn
   bool learned_head_scale() const { return transform_spec(transform).learned_head_scale; }
   bool alibi() const { return positional == Positional::kALiBi; }

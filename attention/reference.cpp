@@ -47,7 +47,7 @@ ClosedForms closed_forms(const Method& m, int64_t T, const torch::TensorOptions&
       break;
     }
     case Transform::kScaleInvariant: {
-      const auto lg = (t / m.tau).log1p();
+      const auto lg = (t / m.value(Parameter::kTau)).log1p();
       c.mult = (1 + 2 * lg).sqrt() * scale;
       c.bias = -2 * lg;
       break;

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 #include <stdexcept>
 
 namespace attention {
@@ -27,39 +26,33 @@ double kerple_initial(const Method& m, int64_t h, int p) {
   return p == 0 ? 2.0 * u : u;
 }
 
+double tau(const Method& m) { return m.value(Parameter::kTau); }
+
 // InfoScale's exponent −2/d.
 double info_exponent(const Method& m) { return -2.0 / double(m.head_dim); }
 
 const std::vector<TransformSpec> kTransforms = {
-    {Transform::kNone, "none", "none", false, false, false, nullptr,
+    {Transform::kNone, "none", "none", false, false,
      [](const Method&, ScoreMod&) {}, one, one, zero, nullptr},
 
     // SSMax / LogN (arXiv 2501.19399): s_h·ln n_i·s, s_h learned from 1/ln L.
     {Transform::kLogN, "logn", "logn (s_h·ln n_i·s, learned s_h initialised to 1/ln L)", true, true,
-     false, nullptr, [](const Method&, ScoreMod& mod) { mod.row = RowFactor::kLogN; },
+     [](const Method&, ScoreMod& mod) { mod.row = RowFactor::kLogN; },
      [](const Method&, int64_t n) { return std::log(double(n)); }, one, zero,
      [](const Method& m) { return 1.0 / std::log(double(m.train_context)); }},
 
-    // arXiv 2505.17083: a_t·s + m_t.
+    // arXiv 2505.17083: a_t·s + m_t, reading τ (parameters.h).
     {Transform::kScaleInvariant, "scale-invariant", "scale-invariant (a_t·s + m_t)", false, false,
-     true,
-     [](const Method& m) {
-       if (!(m.tau > 0 && std::isfinite(m.tau))) {
-         std::ostringstream os;
-         os << "attention: tau must be > 0 for the scale-invariant transform, got " << m.tau;
-         throw std::invalid_argument(os.str());
-       }
-     },
      [](const Method& m, ScoreMod& mod) {
        mod.distance = DistanceMod::kScaleInvariant;
-       mod.inv_tau = float(1.0 / m.tau);
+       mod.inv_tau = float(1.0 / tau(m));
      },
-     one, [](const Method& m, int64_t t) { return scale_invariant_multiplier(m.tau, t); },
-     [](const Method& m, int64_t t, int64_t) { return scale_invariant_bias(m.tau, t); }, nullptr},
+     one, [](const Method& m, int64_t t) { return scale_invariant_multiplier(tau(m), t); },
+     [](const Method& m, int64_t t, int64_t) { return scale_invariant_bias(tau(m), t); }, nullptr},
 
     // InfoScale: max(1, sqrt((1 − n_i^(−2/d)) / (1 − L^(−2/d))))·s.
     {Transform::kInfoScale, "infoscale", "infoscale (max(1, sqrt((1-n_i^(-2/d))/(1-L^(-2/d))))·s)",
-     true, false, false, nullptr,
+     true, false,
      [](const Method& m, ScoreMod& mod) {
        mod.row = RowFactor::kInfoScale;
        mod.info_exponent = float(info_exponent(m));
@@ -76,7 +69,7 @@ const std::vector<TransformSpec> kTransforms = {
     // KERPLE-log (Chi et al. 2022, arXiv 2205.09921): s − r1_h·ln(1 + r2_h·t), r1, r2 learned per
     // head and kept >= 0.01 (KERPLE clamps them so before every forward).
     {Transform::kKerpleLog, "kerple-log", "kerple-log (s − r1_h·ln(1 + r2_h·t), learned r1_h, r2_h >= 0.01)",
-     false, false, false, nullptr, [](const Method&, ScoreMod& mod) { mod.distance = DistanceMod::kKerpleLog; },
+     false, false, [](const Method&, ScoreMod& mod) { mod.distance = DistanceMod::kKerpleLog; },
      one, one,
      [](const Method& m, int64_t t, int64_t h) {
        return -kerple_initial(m, h, 0) * std::log1p(kerple_initial(m, h, 1) * double(t));

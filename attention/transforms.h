@@ -23,11 +23,9 @@ struct TransformSpec {
   const char* formula;  // what `harness attention inspect` prints
   bool needs_train_context;  // reads L (resolve_method requires train_context >= 2)
   bool learned_head_scale;   // a learned per-head multiplier s_h (the kernels' head_scale)
-  bool reads_tau;            // reads attention.tau (otherwise τ leaves the run id)
-  // Throws std::invalid_argument on parameters the transform cannot take (null: none to check).
-  void (*check)(const Method& m);
-  // The policy's parameters (score_mod.h) at any context; scale and per-head pointers are not
-  // the transform's.
+  // The policy's parameters (score_mod.h) at any context, from the method's declared parameters
+  // (parameters.h: method.value(Parameter::k…)); scale and per-head pointers are not the
+  // transform's.
   void (*fill)(const Method& m, ScoreMod& mod);
   // Closed forms in float64 (inspect, tests): the per-query factor with n visible keys (without
   // s_h), and the multiplier and bias at distance t.

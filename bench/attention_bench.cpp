@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
   opts.heads = H;
   opts.head_dim = D;
   opts.train_context = 1024;
-  opts.tau = 10;
+  opts.parameters[attention::Parameter::kTau] = 10.0;
 
   // Matmul reference point: square float32 sgemm through LibTorch, same threads, same run.
   const int64_t N = 2048;

@@ -1,9 +1,11 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
 #include "attention/inspect.h"
+#include "attention/parameters.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "harness/config/engine_options.h"
@@ -53,9 +55,6 @@ int attention_command(const Args& args) {
       ("method", po::value<std::string>(), "preset (see harness config keys)")
       ("positional", po::value<std::string>(), "override the positional encoding")
       ("transform", po::value<std::string>(), "override the logit transform")
-      ("tau", po::value<std::string>(), "scale-invariant tau")
-      ("rope-base", po::value<std::string>(), "RoPE base")
-      ("p-rope-base", po::value<std::string>(), "respread p-RoPE base")
       ("p-rope-fraction", po::value<std::string>(), "fraction of rotated pairs")
       ("p-rope-variant", po::value<std::string>(), "respread | truncate")
       ("heads", po::value<std::string>(), "attention heads (ALiBi slopes)")
@@ -63,6 +62,14 @@ int attention_command(const Args& args) {
       ("train-context", po::value<std::string>(), "training context L")
       ("context", po::value<int64_t>(), "evaluation context T (default L)")
       ("distances", po::value(&distances), "comma-separated distances t = i - j");
+  // One flag per declared parameter (attention/parameters.h): attention.p_rope_base is --p-rope-base.
+  std::vector<std::pair<std::string, std::string>> flag_keys;
+  for (const auto& p : attention::parameters()) {
+    std::string flag = p.name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    options.add_options()(flag.c_str(), po::value<std::string>(), p.help);
+    flag_keys.emplace_back(flag, std::string("attention.") + p.name);
+  }
   po::positional_options_description positional;
   positional.add("action", 1);
   po::variables_map vm;
@@ -71,14 +78,15 @@ int attention_command(const Args& args) {
     throw InputError(fmt::format("attention: unknown action '{}'; expected inspect\n{}", action, usage));
 
   // Map the flags onto config keys so they are validated and resolved like a config file.
-  const std::vector<std::pair<const char*, const char*>> flag_keys = {
-      {"method", "attention.method"},       {"positional", "attention.positional"},
-      {"transform", "attention.transform"}, {"tau", "attention.tau"},
-      {"rope-base", "attention.rope_base"}, {"p-rope-base", "attention.p_rope_base"},
-      {"p-rope-fraction", "attention.p_rope_fraction"},
-      {"p-rope-variant", "attention.p_rope_variant"},
-      {"heads", "model.heads"},             {"head-dim", "model.head_dim"},
-      {"train-context", "train.context"}};
+  flag_keys.insert(flag_keys.end(),
+                   {{"method", "attention.method"},
+                    {"positional", "attention.positional"},
+                    {"transform", "attention.transform"},
+                    {"p-rope-fraction", "attention.p_rope_fraction"},
+                    {"p-rope-variant", "attention.p_rope_variant"},
+                    {"heads", "model.heads"},
+                    {"head-dim", "model.head_dim"},
+                    {"train-context", "train.context"}});
   std::map<std::string, std::string> flag_of;  // key → "--flag value", where errors point
   for (const auto& [flag, key] : flag_keys)
     if (vm.count(flag)) {

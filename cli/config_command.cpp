@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "attention/parameters.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "harness/config/schema.h"
@@ -10,26 +11,22 @@ namespace harness::cli {
 namespace {
 
 // The paper's constants assume its training context L = 4096: τ = 10 ≈ L/400, p-RoPE's base
-// 1024 = L/4. A config far from those ratios (the defaults at a CPU-scale L, say) is legal, but a
-// user should hear it: at L = 64 with τ = 10 scale-invariant p-RoPE does not generalise
-// (docs/configs.md, "Why τ and the p-RoPE base scale with L").
+// 1024 = L/4 (each parameter's paper_ratio, attention/parameters.h). A config far from those
+// ratios (the defaults at a CPU-scale L, say) is legal, but a user should hear it: at L = 64 with
+// τ = 10 scale-invariant p-RoPE does not generalise (docs/configs.md, "Why τ and the p-RoPE base
+// scale with L").
 std::vector<std::string> scale_notes(const config::RunConfig& c) {
   std::vector<std::string> notes;
   const double L = double(c.train.context);
-  const auto far = [](double ratio, double paper) { return ratio > 4 * paper || ratio < paper / 4; };
-  if (config::find_key("attention.tau")->is_read(c)) {
-    const double tau = c.attention.tau.resolve(c.train.context);
-    if (tau > 0 && far(L / tau, 400))
-      notes.push_back(fmt::format("attention.tau = {:g} is L/{:.3g} at train.context {}; the paper's τ = 10 "
-                                  "is about L/400 (at L = 4096): write tau: L/400 to keep that ratio",
-                                  tau, L / tau, c.train.context));
-  }
-  if (config::find_key("attention.p_rope_base")->is_read(c)) {
-    const double base = c.attention.p_rope_base.resolve(c.train.context);
-    if (base > 0 && far(L / base, 4))
-      notes.push_back(fmt::format("attention.p_rope_base = {:g} is L/{:.3g} at train.context {}; the "
-                                  "paper's 1024 is L/4 (at L = 4096): write p_rope_base: L/4 to keep that "
-                                  "ratio", base, L / base, c.train.context));
+  for (const auto& p : attention::parameters()) {
+    const std::string key = std::string("attention.") + p.name;
+    if (p.paper_ratio <= 0 || !config::find_key(key)->is_read(c)) continue;
+    const double v = c.attention.parameters[p.id].resolve(c.train.context);
+    const double ratio = L / v;
+    if (v > 0 && (ratio > 4 * p.paper_ratio || ratio < p.paper_ratio / 4))
+      notes.push_back(fmt::format("{} = {:g} is L/{:.3g} at train.context {}; the paper's value is "
+                                  "about L/{:g} (at L = 4096): write {}: L/{:g} to keep that ratio",
+                                  key, v, ratio, c.train.context, p.paper_ratio, p.name, p.paper_ratio));
   }
   return notes;
 }

@@ -60,11 +60,11 @@ TEST(AttentionErrors, UnknownNamesListTheValidOnes) {
 TEST(AttentionErrors, BadTau) {
   for (double tau : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
     auto o = opts("si+p-rope");
-    o.tau = tau;
+    o.parameters[attention::Parameter::kTau] = tau;
     expect_invalid([&] { construct(o); }, {"tau"});
   }
   auto o = opts("rope");  // τ is irrelevant without the scale-invariant transform
-  o.tau = -1;
+  o.parameters[attention::Parameter::kTau] = -1;
   EXPECT_NO_THROW(construct(o));
 }
 
@@ -113,7 +113,7 @@ TEST(AttentionErrors, MissingTrainContext) {
 
 TEST(AttentionErrors, OtherBadOptions) {
   auto o = opts("rope");
-  o.rope_base = 1.0;
+  o.parameters[attention::Parameter::kRopeBase] = 1.0;
   expect_invalid([&] { construct(o); }, {"rope_base"});
   o = opts("rope");
   o.score_scale = -0.1;

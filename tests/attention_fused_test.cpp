@@ -26,7 +26,7 @@ attention::MethodOptions options(const std::string& preset, int64_t H, int64_t D
   o.heads = H;
   o.head_dim = D;
   o.train_context = L;
-  o.tau = 3.0;
+  o.parameters[attention::Parameter::kTau] = 3.0;
   o.kernel = kernel;
   return o;
 }

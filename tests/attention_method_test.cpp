@@ -50,7 +50,7 @@ TEST(AttentionMethod, ScoreModMatchesClosedForms) {
   // The float-parameter ScoreMod the kernels consume agrees with the float64 closed forms (to the
   // precision of its float fields).
   auto o = opts("si+p-rope");
-  o.tau = 10.0;
+  o.parameters[attention::Parameter::kTau] = 10.0;
   const Method m = attention::resolve_method(o);
   const attention::ScoreMod mod = attention::score_mod(m, 4096);
   EXPECT_EQ(mod.distance, attention::DistanceMod::kScaleInvariant);
@@ -84,7 +84,7 @@ TEST(AttentionMethod, EveryRegistryTransformMatchesThePolicyAndTheReference) {
       auto o = opts("nope", D, L, H);
       o.positional = positional;
       o.transform = spec.name;
-      o.tau = 0.5;
+      o.parameters[attention::Parameter::kTau] = 0.5;
       const Method m = attention::resolve_method(o);
       EXPECT_EQ(attention::to_string(m.transform), spec.name);
       EXPECT_EQ(m.learned_head_scale(), spec.learned_head_scale) << spec.name;
@@ -198,7 +198,7 @@ TEST(AttentionMethod, PRopeRespreadFrequencies) {
   // Fraction 0.25 of D = 64 → 8 pairs rotate, spread down to 1/256 with p_rope_base 256.
   auto o = opts("p-rope", 64);
   o.p_rope_fraction = 0.25;
-  o.p_rope_base = 256;
+  o.parameters[attention::Parameter::kPRopeBase] = 256;
   const auto g = attention::rotary_frequencies(attention::resolve_method(o), 10);
   for (int k = 0; k < 32; ++k)
     EXPECT_NEAR(g[k], k < 8 ? std::pow(1.0 / 256, k / 7.0) : 0.0, 1e-15) << k;
@@ -413,7 +413,7 @@ TEST(AttentionMethod, ScoreModPerPreset) {
 
 TEST(AttentionMethod, InspectShowsMultiplierBiasAndFrequencies) {
   auto o = opts("si+p-rope", 64, 1024);
-  o.tau = 10;
+  o.parameters[attention::Parameter::kTau] = 10;
   const std::string s = attention::inspect_method(o, {0, 1, 10, 100, 1000}, 4096);
   EXPECT_NE(s.find("si+p-rope"), std::string::npos);
   EXPECT_NE(s.find("16 of 32 pairs rotate"), std::string::npos) << s;

@@ -152,9 +152,9 @@ std::pair<torch::Tensor, torch::Tensor> formula_attention(const torch::Tensor& q
 attention::MethodOptions options_for(const std::string& preset, const Spec& s) {
   attention::MethodOptions o;
   o.method = preset;
-  o.tau = s.tau;
-  o.rope_base = s.rope_base;
-  o.p_rope_base = s.p_base;
+  o.parameters[attention::Parameter::kTau] = s.tau;
+  o.parameters[attention::Parameter::kRopeBase] = s.rope_base;
+  o.parameters[attention::Parameter::kPRopeBase] = s.p_base;
   o.p_rope_fraction = s.p_fraction;
   o.p_rope_variant = s.truncate ? "truncate" : "respread";
   o.train_context = s.L;

@@ -83,8 +83,8 @@ attention::MethodOptions method(const std::string& name, int64_t H, int64_t D) {
   o.heads = H;
   o.head_dim = D;
   o.train_context = 32;
-  o.tau = 0.4;
-  o.p_rope_base = 8;
+  o.parameters[attention::Parameter::kTau] = 0.4;
+  o.parameters[attention::Parameter::kPRopeBase] = 8;
   o.kernel = "reference";
   return o;
 }

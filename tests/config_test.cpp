@@ -86,12 +86,13 @@ TEST(Config, RelativeValuesResolveAgainstTrainingContext) {
       "train: {context: 4000}\nattention: {tau: L/400, p_rope_base: 0.25*L, rope_base: 2L}\n"
       "eval: {contexts: [L, 4L, 8000]}\n",
       "cfg.yaml");
-  const auto m = harness::config::method_options(loaded.config);
-  EXPECT_DOUBLE_EQ(m.tau, 10.0);
-  EXPECT_DOUBLE_EQ(m.p_rope_base, 1000.0);
-  EXPECT_DOUBLE_EQ(m.rope_base, 8000.0);
+  // resolve_method resolves every declared parameter, read or not (rope_base: si+p-rope does not).
+  const auto m = attention::resolve_method(harness::config::method_options(loaded.config));
+  EXPECT_DOUBLE_EQ(m.value(attention::Parameter::kTau), 10.0);
+  EXPECT_DOUBLE_EQ(m.value(attention::Parameter::kPRopeBase), 1000.0);
+  EXPECT_DOUBLE_EQ(m.value(attention::Parameter::kRopeBase), 8000.0);
   EXPECT_EQ(loaded.config.eval_contexts(), (std::vector<int64_t>{4000, 16000, 8000}));
-  EXPECT_EQ(loaded.config.attention.tau.text(), "L/400");
+  EXPECT_EQ(loaded.config.attention.parameters[attention::Parameter::kTau].text(), "L/400");
 }
 
 TEST(Config, RunIdIgnoresKeyOrderAndRunKeysButNotResultKeys) {

@@ -168,8 +168,8 @@ models::GPT random_gpt(const std::string& method, int64_t L, uint64_t seed) {
   o.heads = 2;
   o.head_dim = 16;
   o.attention.method = method;
-  o.attention.tau = L / 400.0 * 10;
-  o.attention.p_rope_base = L / 4.0;
+  o.attention.parameters[attention::Parameter::kTau] = L / 400.0 * 10;
+  o.attention.parameters[attention::Parameter::kPRopeBase] = L / 4.0;
   o.attention.train_context = L;
   models::GPT model(o);
   torch::NoGradGuard ng;

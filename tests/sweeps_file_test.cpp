@@ -69,7 +69,7 @@ TEST(SweepFile, ExpandsGridZipSeedsAndExplicitRuns) {
   EXPECT_EQ(sweep.runs[18].setting_text("attention.method"), "nope");  // nested form
   EXPECT_EQ(sweep.runs[18].loaded.config.attention.method, "nope");
   // Relative values resolve per run: tau = L/40 at L = 32.
-  EXPECT_DOUBLE_EQ(sweep.runs[2].loaded.config.attention.tau.resolve(32), 0.8);
+  EXPECT_DOUBLE_EQ(sweep.runs[2].loaded.config.attention.parameters[attention::Parameter::kTau].resolve(32), 0.8);
   // The base file's values stay, the run dir is <out_dir>/<name>/<id>.
   EXPECT_EQ(sweep.runs[0].loaded.config.model.d_model, 32);
   EXPECT_EQ(sweep.runs[0].loaded.config.model.head_dim, 16);
@@ -269,7 +269,7 @@ TEST(SweepShipped, EveryShippedSweepExpandsAsDocumented) {
   std::vector<double> taus;
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(quick.runs[i].loaded.config.attention.method, "si+p-rope");
-    taus.push_back(quick.runs[i].loaded.config.attention.tau.resolve(64));
+    taus.push_back(quick.runs[i].loaded.config.attention.parameters[attention::Parameter::kTau].resolve(64));
   }
   EXPECT_EQ(taus, (std::vector<double>{64 / 4000.0, 64 / 400.0, 64 / 40.0, 64 / 4.0}));
   EXPECT_EQ(quick.runs[4].loaded.config.attention.method, "rope");
@@ -279,7 +279,7 @@ TEST(SweepShipped, EveryShippedSweepExpandsAsDocumented) {
   const auto tau = load_sweep(dir + "tau-ablation.yaml");
   const std::vector<double> paper = {0.01, 0.1, 1, 10, 100};
   for (size_t g = 0; g < paper.size(); ++g)
-    EXPECT_NEAR(tau.runs[g * 3].loaded.config.attention.tau.resolve(4096), paper[g], 1e-9 * paper[g]);
+    EXPECT_NEAR(tau.runs[g * 3].loaded.config.attention.parameters[attention::Parameter::kTau].resolve(4096), paper[g], 1e-9 * paper[g]);
   // Context lengths: tokens per step fixed.
   const auto ctx = load_sweep(dir + "context-lengths.yaml");
   for (const auto& run : ctx.runs)

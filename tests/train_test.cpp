@@ -125,7 +125,7 @@ TEST(Train, RunFilesOfTheFirstIdSchemeAreTheSameRun) {
   EXPECT_TRUE(harness::train::is_same_run(record, c.config));
   // τ is not read by rope: another τ is the same run; another seed is not.
   auto other_tau = c;
-  other_tau.config.attention.tau = harness::config::ContextValue::absolute(3.0);
+  other_tau.config.attention.parameters[attention::Parameter::kTau] = harness::config::ContextValue::absolute(3.0);
   EXPECT_TRUE(harness::train::is_same_run(record, other_tau.config));
   auto other_seed = c;
   other_seed.config.train.seed = 99;

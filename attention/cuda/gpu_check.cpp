@@ -46,7 +46,7 @@ std::vector<ModCase> mod_cases(int64_t heads, int64_t head_dim) {
       o.method = "nope";
       o.positional = positional;
       o.transform = spec.name;
-      o.tau = 10.0;
+      o.parameters[attention::Parameter::kTau] = 10.0;
       o.heads = heads;
       o.head_dim = head_dim;
       o.train_context = 64;

@@ -20,20 +20,10 @@ double default_hidden_lr(const std::string& optimizer) {
 
 attention::MethodOptions method_options(const RunConfig& c) {
   attention::MethodOptions m;
-  const int64_t L = c.train.context;
-  m.method = c.attention.method;
-  m.positional = c.attention.positional;
-  m.transform = c.attention.transform;
-  m.tau = c.attention.tau.resolve(L);
-  m.rope_base = c.attention.rope_base.resolve(L);
-  m.p_rope_base = c.attention.p_rope_base.resolve(L);
-  m.p_rope_fraction = c.attention.p_rope_fraction;
-  m.p_rope_variant = c.attention.p_rope_variant;
-  m.score_scale = c.attention.score_scale;
-  m.train_context = L;
+  static_cast<attention::MethodConfig&>(m) = c.attention;
+  m.train_context = c.train.context;
   m.heads = c.model.heads;
   m.head_dim = c.model.head_dim;
-  m.kernel = c.attention.kernel;
   return m;
 }
 

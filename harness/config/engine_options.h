@@ -22,7 +22,8 @@ std::vector<std::string> schedule_names();
 // The optimiser's default learning rate of the hidden weights (Muon 0.02, AdamW 0.003).
 double default_hidden_lr(const std::string& optimizer);
 
-// τ and the RoPE bases resolved against the training context.
+// The config's attention.* keys with the model's side (L, heads, head_dim): what
+// resolve_method takes.
 attention::MethodOptions method_options(const RunConfig& config);
 
 // The model's options: its shape, the vocabulary the data layer reports and the resolved method.

@@ -7,24 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "attention/method_options.h"
 #include "harness/data/data_options.h"
 #include "models/optim_options.h"
 #include "models/schedule.h"
 
 namespace harness::config {
 
-// A value given absolutely (`0.16`) or relative to the training context L (`L/400`, `4L`,
-// `0.25*L`), resolved once L is known. The paper's constants assume L = 4096 (τ = 10 ≈ L/400,
-// p-RoPE base 1024 = L/4); relative values carry those ratios to any L.
-struct ContextValue {
-  double value = 0.0;     // the absolute value, or the coefficient of L when relative
-  bool relative = false;
-
-  double resolve(int64_t train_context) const { return relative ? value * double(train_context) : value; }
-  std::string text() const;  // as a user would write it: "0.16", "L/400", "4L"
-  static ContextValue absolute(double v) { return {v, false}; }
-  static ContextValue times_l(double coefficient) { return {coefficient, true}; }
-};
+// A value given absolutely (`0.16`) or relative to the training context L (`L/400`, `4L`):
+// attention/parameters.h's LengthValue, used for eval and needle contexts too.
+using ContextValue = attention::LengthValue;
 
 // Positions per window whose attention statistics are recorded: eval.attention_queries' default,
 // and what `harness analyse` samples in a run that recorded none.
@@ -45,18 +37,9 @@ struct RunConfig {
     double mlp_ratio = 4.0;
   } model;
 
-  struct Attention {
-    std::string method = "si+p-rope";
-    std::string positional;  // "" = the preset's
-    std::string transform;   // "" = the preset's
-    ContextValue tau = ContextValue::absolute(10.0);
-    ContextValue rope_base = ContextValue::absolute(10000.0);
-    ContextValue p_rope_base = ContextValue::absolute(1024.0);
-    double p_rope_fraction = -1.0;  // < 0: the variant's default (respread 0.5, truncate 0.75)
-    std::string p_rope_variant = "respread";
-    double score_scale = 0.0;       // 0: 1/sqrt(head_dim)
-    std::string kernel = "fused";   // reference | fused | cuda
-  } attention;
+  // The attention.* keys: the method, its declared parameters (attention/parameters.h, maybe
+  // relative to L) and the kernel; resolved against L and the model's shape by resolve_method.
+  attention::MethodConfig attention;
 
   struct Train {
     int64_t context = 64;          // L

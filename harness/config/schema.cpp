@@ -163,14 +163,17 @@ KeySpec real_key(std::string path, Access access, double lo, double hi, bool lo_
 
 // A positive value, absolute or relative to L; the canonical form holds the resolved value.
 template <class Access>
-KeySpec context_value_key(std::string path, Access access, std::string help) {
+KeySpec context_value_key(std::string path, Access access, std::string help,
+                          bool may_be_relative = true) {
   KeySpec k;
   k.path = path;
-  k.expected = "a positive number, or a multiple of the training context such as L/400 or 4L";
+  k.expected = may_be_relative
+                   ? "a positive number, or a multiple of the training context such as L/400 or 4L"
+                   : "a positive number";
   k.help = std::move(help);
   k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
     const ContextValue v = parse_context_value(n, at, path, k.expected);
-    if (!(v.value > 0) || !std::isfinite(v.value))
+    if (!(v.value > 0) || !std::isfinite(v.value) || (v.relative && !may_be_relative))
       fail(at, path, fmt::format("expected {}, got '{}'", k.expected, n.Scalar()));
     access(c) = v;
   };
@@ -333,34 +336,15 @@ std::vector<KeySpec> build_schema() {
       choice_key("attention.transform", [](auto& c) -> auto& { return c.attention.transform; },
                  transform_names, "override the preset's logit transform", true, true),
       [](const RunConfig& c) { return overrides_preset(c, false); }));
-  s.push_back(read_when(
-      context_value_key("attention.tau", [](auto& c) -> auto& { return c.attention.tau; },
-                        "scale-invariant τ (paper: 10 at L = 4096, i.e. about L/400)"),
-      [](const RunConfig& c) {
-        return method_reads(c, [](const attention::Method& m) {
-          return attention::transform_spec(m.transform).reads_tau;
-        });
-      }));
-  s.push_back(read_when(
-      context_value_key("attention.rope_base", [](auto& c) -> auto& { return c.attention.rope_base; },
-                        "RoPE base (rope, ntk, yarn, truncated p-rope)"),
-      [](const RunConfig& c) {
-        return method_reads(c, [](const attention::Method& m) {
-          return m.positional == attention::Positional::kRoPE ||
-                 m.positional == attention::Positional::kNTK ||
-                 m.positional == attention::Positional::kYaRN ||
-                 (is_p_rope(m) && m.p_rope_variant == attention::PRoPEVariant::kTruncate);
-        });
-      }));
-  s.push_back(read_when(
-      context_value_key("attention.p_rope_base",
-                        [](auto& c) -> auto& { return c.attention.p_rope_base; },
-                        "respread p-RoPE: longest wavelength / 2π (paper: 1024 = L/4)"),
-      [](const RunConfig& c) {
-        return method_reads(c, [](const attention::Method& m) {
-          return is_p_rope(m) && m.p_rope_variant == attention::PRoPEVariant::kRespread;
-        });
-      }));
+  // One key per declared parameter (attention/parameters.h), read when the method reads it.
+  for (const attention::ParameterSpec& p : attention::parameters()) {
+    const attention::Parameter id = p.id;
+    s.push_back(read_when(
+        context_value_key(std::string("attention.") + p.name,
+                          [id](auto& c) -> auto& { return c.attention.parameters[id]; }, p.help,
+                          p.may_be_relative),
+        [reads = p.reads](const RunConfig& c) { return method_reads(c, reads); }));
+  }
   {
     KeySpec k;
     k.path = "attention.p_rope_fraction";
@@ -603,15 +587,6 @@ void apply_mapping(LoadedConfig& loaded, const YAML::Node& map, const std::strin
 }
 
 }  // namespace
-
-std::string ContextValue::text() const {
-  if (!relative) return format_double(value);
-  if (value == 1) return "L";
-  if (value >= 1 && value == std::floor(value)) return fmt::format("{}L", value);
-  const double inv = 1.0 / value;
-  if (std::fabs(inv - std::round(inv)) < 1e-9) return fmt::format("L/{}", std::round(inv));
-  return fmt::format("{}L", value);
-}
 
 std::vector<int64_t> RunConfig::eval_contexts() const {
   std::vector<int64_t> out;
