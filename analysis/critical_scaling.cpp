@@ -303,15 +303,10 @@ CausalPhases CausalSampler::phases(double gamma, double collapse_below, double i
 
 // ---- the grid -----------------------------------------------------------------------------------
 
-CriticalScalingResult run_critical_scaling(const CriticalScalingConfig& config,
-                                           const std::function<void(const GridProgress&)>& progress) {
-  torch::NoGradGuard no_grad;  // Hutchinson turns autograd back on for itself
-  const int threads = config.threads > 0 ? int(config.threads)
-                                         : int(std::max(1u, std::thread::hardware_concurrency()));
-  torch::set_num_threads(threads);
-  const auto dtype = config.float64 ? torch::kFloat64 : torch::kFloat32;
-  const auto start = std::chrono::steady_clock::now();
+namespace {
 
+// The result's axes, and every measured array at its size, NaN until measured.
+CriticalScalingResult empty_result(const CriticalScalingConfig& config, int threads) {
   CriticalScalingResult r;
   r.config = config;
   r.threads = threads;
@@ -332,122 +327,152 @@ CriticalScalingResult run_critical_scaling(const CriticalScalingConfig& config,
   r.gamma_c_in_grid.assign(cells, 0);
   r.causal_fraction.assign(points * 6, kNaN);
   r.causal_self_weight.assign(points * 2, kNaN);
+  return r;
+}
 
-  // The oracle at each (n, ρ, γ): the same γ grid, tokens exactly equiangular at cosine ρ.
+// The oracle at each (n, ρ, γ): the same γ grid, tokens exactly equiangular at cosine ρ.
+void fill_oracle(CriticalScalingResult& r) {
   r.oracle_c_out.assign(r.N * r.R * r.G, kNaN);
   r.oracle_self_weight = r.oracle_lambda = r.oracle_c_out;
   for (size_t in = 0; in < r.N; ++in)
     for (size_t ir = 0; ir < r.R; ++ir)
       for (size_t ig = 0; ig < r.G; ++ig) {
-        const auto o = equiangular_oracle(config.n[in], config.rho[ir], r.gamma[ir * r.G + ig]);
+        const auto o = equiangular_oracle(r.config.n[in], r.config.rho[ir], r.gamma[ir * r.G + ig]);
         const size_t k = r.oracle_at(in, ir, ig);
         r.oracle_c_out[k] = o.c_out;
         r.oracle_self_weight[k] = o.self_weight;
-        r.oracle_lambda[k] = angle_ratio(o.c_out, config.rho[ir]);
+        r.oracle_lambda[k] = angle_ratio(o.c_out, r.config.rho[ir]);
       }
+}
+
+// One cell's (n, d, ρ) token draws, one per trial, with what each statistic samples from them.
+struct CellTrials {
+  std::vector<StepSampler> samplers;
+  std::vector<CausalSampler> causal;
+  std::vector<torch::Tensor> hutchinson_tokens;  // (n, d) in the Hutchinson dtype
+  double c_in = 0;       // over all pairs
+  double rows_c_in = 0;  // over the sampled rows (λ's, as c_out's)
+};
+
+CellTrials draw_cell(const CriticalScalingConfig& config, int64_t n, int64_t d, double rho,
+                     torch::ScalarType dtype) {
+  CellTrials c;
+  const double trials = double(config.trials);
+  for (int64_t t = 0; t < config.trials; ++t) {
+    auto generator = at::detail::createCPUGenerator(cell_seed(config.seed, n, d, rho, t, 0));
+    auto y = correlated_tokens(n, d, rho, generator, dtype);  // (n, d)
+    c.c_in += mean_pairwise_cosine(y) / trials;
+    c.samplers.emplace_back(y, config.rows);
+    c.rows_c_in += c.samplers.back().rows_input_cosine() / trials;
+    c.hutchinson_tokens.push_back(y.to(config.hutchinson_float64 ? torch::kFloat64 : torch::kFloat32));
+    c.causal.emplace_back(y, config.causal_rows);
+  }
+  return c;
+}
+
+// Every statistic at one γ, averaged over the cell's trials (variances of the means summed).
+void measure_point(CriticalScalingResult& r, const CellTrials& cell, size_t k, int64_t n, int64_t d,
+                   double rho, double gamma) {
+  const CriticalScalingConfig& config = r.config;
+  const double trials = double(config.trials), log_n = std::log(double(n));
+  double c_out = 0, c_out_var = 0, self = 0, self_var = 0, entropy = 0, entropy_var = 0;
+  double eta = 0, eta_var = 0;
+  double fraction[2][3] = {}, causal_self[2] = {};
+  for (int64_t t = 0; t < config.trials; ++t) {
+    const auto s = cell.samplers[size_t(t)].statistics(gamma * log_n);
+    c_out += s.c_out / trials;
+    c_out_var += s.c_out_se * s.c_out_se / (trials * trials);
+    self += s.self_weight / trials;
+    self_var += s.self_weight_se * s.self_weight_se / (trials * trials);
+    entropy += s.entropy / trials;
+    entropy_var += s.entropy_se * s.entropy_se / (trials * trials);
+    uint64_t gamma_bits = 0;
+    std::memcpy(&gamma_bits, &gamma, sizeof gamma_bits);
+    auto generator = at::detail::createCPUGenerator(cell_seed(config.seed, n, d, rho, t, 1 + gamma_bits));
+    const auto e = jacobian_norm_hutchinson(cell.hutchinson_tokens[size_t(t)], gamma * log_n,
+                                            config.hutchinson_rows, config.hutchinson_probes, generator);
+    eta += e.value / trials;
+    eta_var += e.se * e.se / (trials * trials);
+    const auto ph = cell.causal[size_t(t)].phases(gamma, config.collapse_below, config.identity_above);
+    for (int sc = 0; sc < 2; ++sc) {
+      causal_self[sc] += ph.self_weight[sc] / trials;
+      for (int phase = 0; phase < 3; ++phase) fraction[sc][phase] += ph.fraction[sc][phase] / trials;
+    }
+  }
+  r.c_out[k] = c_out;
+  r.c_out_se[k] = std::sqrt(c_out_var);
+  r.lambda[k] = angle_ratio(c_out, cell.rows_c_in);
+  r.self_weight[k] = self;
+  r.self_weight_se[k] = std::sqrt(self_var);
+  r.entropy[k] = entropy;
+  r.entropy_se[k] = std::sqrt(entropy_var);
+  r.eta[k] = eta;
+  r.eta_se[k] = std::sqrt(eta_var);
+  for (int sc = 0; sc < 2; ++sc) {
+    r.causal_self_weight[k * 2 + size_t(sc)] = causal_self[sc];
+    for (int phase = 0; phase < 3; ++phase)
+      r.causal_fraction[(k * 2 + size_t(sc)) * 3 + size_t(phase)] = fraction[sc][phase];
+  }
+}
+
+}  // namespace
+
+CriticalScalingResult run_critical_scaling(const CriticalScalingConfig& config,
+                                           const std::function<void(const GridProgress&)>& progress) {
+  torch::NoGradGuard no_grad;  // Hutchinson turns autograd back on for itself
+  const int threads = config.threads > 0 ? int(config.threads)
+                                         : int(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(threads);
+  const auto dtype = config.float64 ? torch::kFloat64 : torch::kFloat32;
+  const auto start = std::chrono::steady_clock::now();
+  const auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+
+  CriticalScalingResult r = empty_result(config, threads);
+  fill_oracle(r);
 
   const auto cell_work = [](int64_t n, int64_t d) { return double(n) * double(d + 64); };
-  double work_total = 0, work_done = 0;
+  GridProgress p;
+  p.total = r.N * r.D * r.R;
   for (const int64_t n : config.n)
-    for (const int64_t d : config.d) work_total += cell_work(n, d) * double(r.R);
-  size_t done = 0;
+    for (const int64_t d : config.d) p.work_total += cell_work(n, d) * double(r.R);
   for (size_t in = 0; in < r.N; ++in)
     for (size_t id = 0; id < r.D; ++id)
       for (size_t ir = 0; ir < r.R; ++ir) {
         const int64_t n = config.n[in], d = config.d[id];
         const double rho = config.rho[ir];
-        const double log_n = std::log(double(n));
         const size_t cell = r.cell(in, id, ir);
-        const double trials = double(config.trials);
-
-        std::vector<StepSampler> samplers;
-        std::vector<CausalSampler> causal;
-        std::vector<torch::Tensor> hutchinson_tokens;  // (n, d) in the Hutchinson dtype
-        double c_in = 0, rows_c_in = 0;  // over all pairs; over the sampled rows (λ's, as c_out's)
-        for (int64_t t = 0; t < config.trials; ++t) {
-          auto generator = at::detail::createCPUGenerator(cell_seed(config.seed, n, d, rho, t, 0));
-          auto y = correlated_tokens(n, d, rho, generator, dtype);  // (n, d)
-          c_in += mean_pairwise_cosine(y) / trials;
-          samplers.emplace_back(y, config.rows);
-          rows_c_in += samplers.back().rows_input_cosine() / trials;
-          hutchinson_tokens.push_back(y.to(config.hutchinson_float64 ? torch::kFloat64 : torch::kFloat32));
-          causal.emplace_back(y, config.causal_rows);
-        }
-        r.c_in[cell] = c_in;
+        const CellTrials trials = draw_cell(config, n, d, rho, dtype);
+        r.c_in[cell] = trials.c_in;
 
         std::vector<double> grid_self_weight(r.G);
         for (size_t ig = 0; ig < r.G; ++ig) {
-          const double gamma = r.gamma[ir * r.G + ig];
           const size_t k = r.at(in, id, ir, ig);
-          double c_out = 0, c_out_var = 0, self = 0, self_var = 0, entropy = 0, entropy_var = 0;
-          double eta = 0, eta_var = 0;
-          double fraction[2][3] = {}, causal_self[2] = {};
-          for (int64_t t = 0; t < config.trials; ++t) {
-            const auto s = samplers[size_t(t)].statistics(gamma * log_n);
-            c_out += s.c_out / trials;
-            c_out_var += s.c_out_se * s.c_out_se / (trials * trials);
-            self += s.self_weight / trials;
-            self_var += s.self_weight_se * s.self_weight_se / (trials * trials);
-            entropy += s.entropy / trials;
-            entropy_var += s.entropy_se * s.entropy_se / (trials * trials);
-            uint64_t gamma_bits = 0;
-            std::memcpy(&gamma_bits, &gamma, sizeof gamma_bits);
-            auto generator =
-                at::detail::createCPUGenerator(cell_seed(config.seed, n, d, rho, t, 1 + gamma_bits));
-            const auto e = jacobian_norm_hutchinson(hutchinson_tokens[size_t(t)], gamma * log_n,
-                                                    config.hutchinson_rows,
-                                                    config.hutchinson_probes, generator);
-            eta += e.value / trials;
-            eta_var += e.se * e.se / (trials * trials);
-            const auto ph = causal[size_t(t)].phases(gamma, config.collapse_below, config.identity_above);
-            for (int sc = 0; sc < 2; ++sc) {
-              causal_self[sc] += ph.self_weight[sc] / trials;
-              for (int phase = 0; phase < 3; ++phase) fraction[sc][phase] += ph.fraction[sc][phase] / trials;
-            }
-          }
-          r.c_out[k] = c_out;
-          r.c_out_se[k] = std::sqrt(c_out_var);
-          r.lambda[k] = angle_ratio(c_out, rows_c_in);
-          r.self_weight[k] = self;
-          r.self_weight_se[k] = std::sqrt(self_var);
-          r.entropy[k] = entropy;
-          r.entropy_se[k] = std::sqrt(entropy_var);
-          r.eta[k] = eta;
-          r.eta_se[k] = std::sqrt(eta_var);
-          for (int sc = 0; sc < 2; ++sc) {
-            r.causal_self_weight[k * 2 + size_t(sc)] = causal_self[sc];
-            for (int phase = 0; phase < 3; ++phase)
-              r.causal_fraction[(k * 2 + size_t(sc)) * 3 + size_t(phase)] = fraction[sc][phase];
-          }
-          grid_self_weight[ig] = self;
+          measure_point(r, trials, k, n, d, rho, r.gamma[ir * r.G + ig]);
+          grid_self_weight[ig] = r.self_weight[k];
         }
-
         std::vector<const StepSampler*> pointers;
-        for (const auto& s : samplers) pointers.push_back(&s);
+        for (const auto& s : trials.samplers) pointers.push_back(&s);
         const std::vector<double> grid_gamma(r.gamma.begin() + long(ir * r.G),
                                              r.gamma.begin() + long((ir + 1) * r.G));
         const auto critical = critical_gamma(pointers, grid_gamma, grid_self_weight);
         r.gamma_c_hat[cell] = critical.gamma;
         r.gamma_c_in_grid[cell] = critical.bracketed_in_grid ? 1 : 0;
 
-        ++done;
-        work_done += cell_work(n, d);
+        ++p.done;
+        p.work_done += cell_work(n, d);
         if (progress) {
-          GridProgress p;
-          p.done = done;
-          p.total = cells;
           p.n = n;
           p.d = d;
           p.rho = rho;
-          p.c_in = c_in;
+          p.c_in = trials.c_in;
           p.gamma_c_hat = critical.gamma;
-          p.work_done = work_done;
-          p.work_total = work_total;
-          p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          p.seconds = seconds();
           progress(p);
         }
       }
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.seconds = seconds();
   return r;
 }
 

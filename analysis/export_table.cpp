@@ -8,6 +8,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <tuple>
 
 #include "harness/util/errors.h"
 #include "sweeps/sweep_file.h"
@@ -152,8 +153,12 @@ std::optional<double> metric_value(const results::RunRecord& r, const MetricSpec
   return sum / double(n);
 }
 
-Table build_table(const RunSet& set, const TableOptions& o) {
-  const MetricSpec metric = parse_metric(o.metric);
+namespace {
+
+// The keys along rows and columns: given, or every varying key but the seed along rows; each
+// must vary in the set, and every varying key but the seed must be placed.
+std::pair<std::vector<std::string>, std::vector<std::string>> table_axes(const RunSet& set,
+                                                                         const TableOptions& o) {
   const auto is_key = [&](const std::string& k) {
     return k == "context" || std::find(set.keys.begin(), set.keys.end(), k) != set.keys.end();
   };
@@ -162,31 +167,29 @@ Table build_table(const RunSet& set, const TableOptions& o) {
   if (rows.empty())
     for (const auto& k : set.keys)
       if (k != "train.seed" && std::find(cols.begin(), cols.end(), k) == cols.end()) rows.push_back(k);
-  for (const auto& k : rows)
-    if (!is_key(k))
-      throw InputError(fmt::format("--rows: '{}' does not vary in {}; choose among: context{}{}", k, set.name,
-                                   set.keys.empty() ? "" : ", ", fmt::join(set.keys, ", ")));
-  for (const auto& k : cols)
-    if (!is_key(k))
-      throw InputError(fmt::format("--cols: '{}' does not vary in {}; choose among: context{}{}", k, set.name,
-                                   set.keys.empty() ? "" : ", ", fmt::join(set.keys, ", ")));
+  for (const auto& [flag, keys] : {std::pair{"--rows", &rows}, std::pair{"--cols", &cols}})
+    for (const auto& k : *keys)
+      if (!is_key(k))
+        throw InputError(fmt::format("{}: '{}' does not vary in {}; choose among: context{}{}", flag, k,
+                                     set.name, set.keys.empty() ? "" : ", ", fmt::join(set.keys, ", ")));
   for (const auto& k : set.keys)
     if (k != "train.seed" && std::find(rows.begin(), rows.end(), k) == rows.end() &&
         std::find(cols.begin(), cols.end(), k) == cols.end())
       throw InputError(fmt::format("'{}' varies between the runs: add it to --rows or --cols (only "
                                    "train.seed is averaged)", k));
+  return {rows, cols};
+}
 
-  Table t;
-  t.row_keys = rows;
-  t.col_keys = cols;
-  t.warnings = set.warnings;
-  t.title = fmt::format("{}: {}", set.name, metric.text);
-  // One sample per (done run, context): its labels along rows and columns.
-  struct Sample {
-    std::vector<std::string> row, col;
-    double value;
-  };
-  std::vector<Sample> samples;
+// One sample per (done run, context): its labels along rows and columns.
+struct Sample {
+  std::vector<std::string> row, col;
+  double value;
+};
+
+// The samples of the done runs; the others are listed in t.missing. Returns the training
+// context the done runs share (0 when they differ).
+int64_t collect_samples(const RunSet& set, const MetricSpec& metric, Table& t,
+                        std::vector<Sample>& samples) {
   int64_t common_L = -1;
   for (const auto& run : set.runs) {
     if (run.state != "done" || !run.record) {
@@ -205,90 +208,115 @@ Table build_table(const RunSet& set, const TableOptions& o) {
         for (const auto& k : keys) out.push_back(k == "context" ? std::to_string(T) : run.values.at(k));
         return out;
       };
-      samples.push_back({label(rows), label(cols), *v});
+      samples.push_back({label(t.row_keys), label(t.col_keys), *v});
     }
   }
-  // Rows and columns in first-seen order; contexts ascending.
-  const auto ordered = [&](bool is_row) {
-    std::vector<std::vector<std::string>> out;
-    for (const auto& s : samples) {
-      const auto& l = is_row ? s.row : s.col;
-      if (std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
-    }
-    const auto& keys = is_row ? rows : cols;
-    const auto context_at = std::find(keys.begin(), keys.end(), "context");
-    if (context_at != keys.end()) {
-      const size_t c = size_t(context_at - keys.begin());
-      std::stable_sort(out.begin(), out.end(), [c](const auto& a, const auto& b) {
-        return std::stoll(a[c]) < std::stoll(b[c]);
-      });
-    }
-    return out;
-  };
-  t.rows = ordered(true);
-  t.cols = ordered(false);
-  for (const auto& col : t.cols) {
-    std::vector<std::string> parts;
-    for (size_t k = 0; k < cols.size(); ++k) {
-      if (cols[k] != "context") {
-        parts.push_back(cols.size() == 1 ? col[k] : cols[k] + "=" + col[k]);
-        continue;
-      }
-      const int64_t T = std::stoll(col[k]);
-      parts.push_back(common_L > 0 && T % common_L == 0 ? fmt::format("{} ({}L)", T, T / common_L)
-                                                       : std::to_string(T));
-    }
-    t.col_names.push_back(fmt::format("{}", fmt::join(parts, " ")));
+  return std::max<int64_t>(common_L, 0);
+}
+
+// Labels along one axis in first-seen order; contexts ascending.
+std::vector<std::vector<std::string>> ordered_labels(const std::vector<Sample>& samples, bool is_row,
+                                                     const std::vector<std::string>& keys) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& s : samples) {
+    const auto& l = is_row ? s.row : s.col;
+    if (std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
   }
-  t.cells.assign(t.rows.size(), std::vector<std::optional<Cell>>(t.cols.size()));
-  for (size_t r = 0; r < t.rows.size(); ++r)
-    for (size_t c = 0; c < t.cols.size(); ++c) {
-      std::vector<double> v;
-      for (const auto& s : samples)
-        if (s.row == t.rows[r] && s.col == t.cols[c]) v.push_back(s.value);
-      if (v.empty()) continue;
-      Cell cell;
-      cell.n = int(v.size());
-      for (const double x : v) cell.mean += x / double(v.size());
-      double ss = 0;
-      for (const double x : v) ss += (x - cell.mean) * (x - cell.mean);
-      cell.se = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1) / double(v.size())) : std::nan("");
-      t.cells[r][c] = cell;
-    }
-  if (t.rows.empty()) {
-    // Nothing to print: an empty table with exit 0 would read as a result.
-    std::vector<std::string> why;
-    if (!t.missing.empty())
-      why.push_back(fmt::format("{} run{} not done: {}", t.missing.size(), t.missing.size() == 1 ? "" : "s",
-                                fmt::join(t.missing, "; ")));
-    if (t.missing.size() < set.runs.size()) why.push_back(fmt::format("the done runs hold no {}", metric.text));
-    if (set.runs.empty()) why.push_back("no readable run");
-    throw InputError(fmt::format("{}: no finished run matches ({})", set.name, fmt::join(why, "; ")));
+  const auto context_at = std::find(keys.begin(), keys.end(), "context");
+  if (context_at != keys.end()) {
+    const size_t c = size_t(context_at - keys.begin());
+    std::stable_sort(out.begin(), out.end(), [c](const auto& a, const auto& b) {
+      return std::stoll(a[c]) < std::stoll(b[c]);
+    });
   }
-  // Best per column.
-  std::string best = o.best;
+  return out;
+}
+
+// A column's header: its values, contexts with their multiple of a shared L ("256 (4L)").
+std::string column_name(const std::vector<std::string>& col, const std::vector<std::string>& keys,
+                        int64_t common_L) {
+  std::vector<std::string> parts;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    if (keys[k] != "context") {
+      parts.push_back(keys.size() == 1 ? col[k] : keys[k] + "=" + col[k]);
+      continue;
+    }
+    const int64_t T = std::stoll(col[k]);
+    parts.push_back(common_L > 0 && T % common_L == 0 ? fmt::format("{} ({}L)", T, T / common_L)
+                                                     : std::to_string(T));
+  }
+  return fmt::format("{}", fmt::join(parts, " "));
+}
+
+// Mean and standard error over the samples of a cell (its seeds).
+std::optional<Cell> cell_of(const std::vector<Sample>& samples, const std::vector<std::string>& row,
+                            const std::vector<std::string>& col) {
+  std::vector<double> v;
+  for (const auto& s : samples)
+    if (s.row == row && s.col == col) v.push_back(s.value);
+  if (v.empty()) return std::nullopt;
+  Cell cell;
+  cell.n = int(v.size());
+  for (const double x : v) cell.mean += x / double(v.size());
+  double ss = 0;
+  for (const double x : v) ss += (x - cell.mean) * (x - cell.mean);
+  cell.se = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1) / double(v.size())) : std::nan("");
+  return cell;
+}
+
+// Nothing to print: an empty table with exit 0 would read as a result, so say why.
+[[noreturn]] void refuse_empty(const RunSet& set, const MetricSpec& metric, const Table& t) {
+  std::vector<std::string> why;
+  if (!t.missing.empty())
+    why.push_back(fmt::format("{} run{} not done: {}", t.missing.size(), t.missing.size() == 1 ? "" : "s",
+                              fmt::join(t.missing, "; ")));
+  if (t.missing.size() < set.runs.size()) why.push_back(fmt::format("the done runs hold no {}", metric.text));
+  if (set.runs.empty()) why.push_back("no readable run");
+  throw InputError(fmt::format("{}: no finished run matches ({})", set.name, fmt::join(why, "; ")));
+}
+
+// Best per column. Every row that reaches the best value is marked (ties), none when all rows
+// do: a column of zero accuracies has no best.
+void mark_best(Table& t, const MetricSpec& metric, std::string best) {
   // No attention statistic is better low or high; retrieval is better high.
   if (best.empty()) best = metric.name == "loss" ? "min" : metric.source == "needle" ? "max" : "none";
   if (best != "min" && best != "max" && best != "none")
     throw InputError(fmt::format("--best: expected min, max or none, got '{}'", best));
   t.best.assign(t.rows.size(), std::vector<bool>(t.cols.size(), false));
-  // Every row that reaches the best value is marked (ties), none when all rows do: a column of
-  // zero accuracies has no best.
-  if (best != "none")
-    for (size_t c = 0; c < t.cols.size(); ++c) {
-      std::optional<double> top;
-      size_t filled = 0, at_top = 0;
-      for (size_t r = 0; r < t.rows.size(); ++r)
-        if (t.cells[r][c]) {
-          const double x = t.cells[r][c]->mean;
-          ++filled;
-          if (!top || (best == "min" ? x < *top : x > *top)) top = x;
-        }
-      for (size_t r = 0; r < t.rows.size(); ++r) at_top += t.cells[r][c] && t.cells[r][c]->mean == *top;
-      if (filled > 1 && at_top == filled) continue;
-      for (size_t r = 0; r < t.rows.size(); ++r)
-        t.best[r][c] = t.cells[r][c] && t.cells[r][c]->mean == *top;
-    }
+  if (best == "none") return;
+  for (size_t c = 0; c < t.cols.size(); ++c) {
+    std::optional<double> top;
+    size_t filled = 0, at_top = 0;
+    for (size_t r = 0; r < t.rows.size(); ++r)
+      if (t.cells[r][c]) {
+        const double x = t.cells[r][c]->mean;
+        ++filled;
+        if (!top || (best == "min" ? x < *top : x > *top)) top = x;
+      }
+    for (size_t r = 0; r < t.rows.size(); ++r) at_top += t.cells[r][c] && t.cells[r][c]->mean == *top;
+    if (filled > 1 && at_top == filled) continue;
+    for (size_t r = 0; r < t.rows.size(); ++r) t.best[r][c] = t.cells[r][c] && t.cells[r][c]->mean == *top;
+  }
+}
+
+}  // namespace
+
+Table build_table(const RunSet& set, const TableOptions& o) {
+  const MetricSpec metric = parse_metric(o.metric);
+  Table t;
+  std::tie(t.row_keys, t.col_keys) = table_axes(set, o);
+  t.warnings = set.warnings;
+  t.title = fmt::format("{}: {}", set.name, metric.text);
+  std::vector<Sample> samples;
+  const int64_t common_L = collect_samples(set, metric, t, samples);
+  t.rows = ordered_labels(samples, true, t.row_keys);
+  t.cols = ordered_labels(samples, false, t.col_keys);
+  if (t.rows.empty()) refuse_empty(set, metric, t);
+  for (const auto& col : t.cols) t.col_names.push_back(column_name(col, t.col_keys, common_L));
+  t.cells.assign(t.rows.size(), std::vector<std::optional<Cell>>(t.cols.size()));
+  for (size_t r = 0; r < t.rows.size(); ++r)
+    for (size_t c = 0; c < t.cols.size(); ++c) t.cells[r][c] = cell_of(samples, t.rows[r], t.cols[c]);
+  mark_best(t, metric, o.best);
   return t;
 }
 
