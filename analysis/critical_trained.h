@@ -1,5 +1,5 @@
 // Where a trained LogN model sits relative to the critical scaling γ_c = 1/(1 − ρ)
-// (analysis/critical_scaling.h).
+// (analysis/theory/critical_scaling.h).
 //
 // LogN's logit for query i, key j ≤ i, head h is s_h·ln(i+1)·scale·q_i·k_j, with q and k RMS-normed
 // per head without gain (|q| = |k| = √D), so it equals s_h·scale·D·ln(i+1)·cos(q_i, k_j): the

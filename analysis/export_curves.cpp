@@ -11,8 +11,8 @@
 #include <set>
 #include <tuple>
 
-#include "analysis/critical_figures.h"
-#include "analysis/critical_scaling_file.h"
+#include "analysis/theory/critical_figures.h"
+#include "analysis/theory/critical_scaling_file.h"
 #include "analysis/export_table.h"
 #include "analysis/plot_style.h"
 #include "analysis/run_set.h"

@@ -13,7 +13,7 @@
 //   theory: theory_entropy_vs_context, theory_recent_mass_vs_context, theory_band_entropy,
 //           theory_range_entropy_D<Δ> with the ln t and √(ln t) fits (Figs 2, 6), theory_lemma1
 //   critical scaling (`harness theory critical`): the heatmaps of λ and η over (ρ, γ), γ̂_c
-//           against ρ, the causal phases and the γ̂_c table (analysis/critical_figures.h)
+//           against ρ, the causal phases and the γ̂_c table (analysis/theory/critical_figures.h)
 //
 // Series are groups of runs that differ only in the seed (mean ± standard error over seeds).
 #pragma once

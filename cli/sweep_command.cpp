@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "analysis/critical_scaling_config.h"
+#include "analysis/theory/critical_scaling_config.h"
 #include "analysis/loss_table.h"
 #include "cli/commands.h"
 #include "cli/options.h"

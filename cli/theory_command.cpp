@@ -1,7 +1,7 @@
 // `harness theory <experiment>`: numerical experiments on the theory behind the methods, argument
 // parsing only; the experiments live in analysis/: `entropy` (IID Gaussian logits per transform,
-// arXiv 2505.17083; cli/theory_entropy_command.cpp, analysis/theory_entropy.h) and `critical`
-// (critical attention scaling, arXiv 2510.05554; analysis/critical_scaling.h).
+// arXiv 2505.17083; cli/theory_entropy_command.cpp, analysis/theory/theory_entropy.h) and `critical`
+// (critical attention scaling, arXiv 2510.05554; analysis/theory/critical_scaling.h).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "analysis/critical_figures.h"
-#include "analysis/critical_scaling.h"
-#include "analysis/critical_scaling_config.h"
-#include "analysis/critical_scaling_file.h"
+#include "analysis/theory/critical_figures.h"
+#include "analysis/theory/critical_scaling.h"
+#include "analysis/theory/critical_scaling_config.h"
+#include "analysis/theory/critical_scaling_file.h"
 #include "analysis/critical_trained.h"
 #include "cli/commands.h"
 #include "cli/options.h"

@@ -1,4 +1,4 @@
-// `harness theory entropy`: argument parsing only; the Monte Carlo is analysis/theory_entropy.h.
+// `harness theory entropy`: argument parsing only; the Monte Carlo is analysis/theory/theory_entropy.h.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <torch/torch.h>
@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "analysis/export_curves.h"
-#include "analysis/theory_entropy.h"
+#include "analysis/theory/theory_entropy.h"
 #include "attention/statistics.h"
 #include "cli/commands.h"
 #include "cli/options.h"

@@ -4,7 +4,7 @@
 #include "cli/options.h"
 #include "harness/dist/launcher.h"
 #include "harness/dist/world.h"
-#include "harness/task.h"
+#include "harness/tasks/task.h"
 #include "harness/util/errors.h"
 
 namespace harness::cli {

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <regex>
 
-#include "harness/needle/needle_run.h"
+#include "harness/tasks/needle/needle_run.h"
 #include "harness/util/errors.h"
 #include "results/run_paths.h"
 #include "results/run_file.h"

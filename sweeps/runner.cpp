@@ -26,7 +26,7 @@
 #include "harness/config/engine_options.h"
 #include "harness/data/dataset.h"
 #include "harness/dist/launcher.h"
-#include "harness/task.h"
+#include "harness/tasks/task.h"
 #include "harness/util/errors.h"
 #include "harness/util/interrupt.h"
 #include "sweeps/plan.h"

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "results/hdf5_io.h"
-#include "analysis/critical_scaling_file.h"
+#include "analysis/theory/critical_scaling_file.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

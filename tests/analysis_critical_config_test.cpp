@@ -1,4 +1,4 @@
-// The critical-scaling grid file (analysis/critical_scaling_config.h): the shipped default file is
+// The critical-scaling grid file (analysis/theory/critical_scaling_config.h): the shipped default file is
 // the built-in default grid, and bad input is a located InputError naming the key, what was
 // expected and what was found.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "analysis/critical_scaling_config.h"
+#include "analysis/theory/critical_scaling_config.h"
 #include "harness/util/errors.h"
 #include "test_support.h"
 

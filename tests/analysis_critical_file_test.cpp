@@ -10,9 +10,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "analysis/critical_figures.h"
-#include "analysis/critical_scaling.h"
-#include "analysis/critical_scaling_file.h"
+#include "analysis/theory/critical_figures.h"
+#include "analysis/theory/critical_scaling.h"
+#include "analysis/theory/critical_scaling_file.h"
 #include "analysis/plot.h"
 #include "results/hdf5_io.h"
 #include "test_support.h"

@@ -1,4 +1,4 @@
-// Critical attention scaling (analysis/critical_scaling.h) against independent references: the
+// Critical attention scaling (analysis/theory/critical_scaling.h) against independent references: the
 // closed-form oracle for equiangular tokens, its n → ∞ limits, the exact Jacobian (central finite
 // differences, no autograd) and closed forms of η and of the causal self-weights.
 #include <ATen/CPUGeneratorImpl.h>
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "analysis/critical_scaling.h"
+#include "analysis/theory/critical_scaling.h"
 
 namespace {
 

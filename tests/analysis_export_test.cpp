@@ -15,7 +15,7 @@
 #include "analysis/export_table.h"
 #include "analysis/loss_table.h"
 #include "analysis/run_set.h"
-#include "analysis/theory_entropy.h"
+#include "analysis/theory/theory_entropy.h"
 #include "harness/config/schema.h"
 #include "harness/util/errors.h"
 #include "results/run_file.h"

@@ -1,4 +1,4 @@
-// The entropy theory (analysis/theory_entropy.h) against closed forms: standard attention over N
+// The entropy theory (analysis/theory/theory_entropy.h) against closed forms: standard attention over N
 // IID N(0,1) logits has entropy ln N − ½ at large N; scale-invariant attention's total
 // unnormalised attention in [t, tΔ) has expectation α·τ·Σ 1/(k+τ) exactly (Lemma 1).
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "analysis/theory_entropy.h"
+#include "analysis/theory/theory_entropy.h"
 #include "results/hdf5_io.h"
 #include "test_support.h"
 

@@ -68,7 +68,7 @@ struct RunConfig {
 
   // What the run does: "lm" trains a language model (everything above); "needle" fine-tunes the
   // finished run `init_from` on needle-in-a-haystack retrieval and evaluates it
-  // (harness/needle/needle_run.h). The keys above then describe the pretrained run.
+  // (harness/tasks/needle/needle_run.h). The keys above then describe the pretrained run.
   std::string task = "lm";
   std::string init_from;  // a run directory, or a directory of runs (a sweep's) holding this
                           // config's pretraining run under its id

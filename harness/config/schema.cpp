@@ -466,7 +466,7 @@ std::vector<KeySpec> build_schema() {
                           [](auto& c) -> auto& { return c.eval.attention_queries; }, 0, 4096,
                           "attention statistics (entropy, mass by distance) of the last N positions "
                           "of each validation window; 0: off", false));
-  // Tasks: needle in a haystack (harness/needle/needle_run.h). Unread for task: lm, so language-
+  // Tasks: needle in a haystack (harness/tasks/needle/needle_run.h). Unread for task: lm, so language-
   // model runs keep their ids.
   const auto needle_task = [](const RunConfig& c) { return c.task == "needle"; };
   s.push_back(read_when(choice_key("task", [](auto& c) -> auto& { return c.task; },

@@ -44,7 +44,7 @@ struct BatchShares {
 };
 BatchShares batch_shares(const config::LoadedConfig& loaded, int world_size, const std::string& source);
 
-// Trains (or resumes) a language-model run: harness::run_task (harness/task.h) picks this or the
+// Trains (or resumes) a language-model run: harness::run_task (harness/tasks/task.h) picks this or the
 // needle fine-tune by the config's task. Throws harness::InputError on bad input, before anything
 // is written.
 TrainOutcome train(const config::LoadedConfig& loaded, const TrainOptions& options);

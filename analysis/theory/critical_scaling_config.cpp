@@ -1,4 +1,4 @@
-#include "analysis/critical_scaling_config.h"
+#include "analysis/theory/critical_scaling_config.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

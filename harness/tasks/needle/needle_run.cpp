@@ -1,4 +1,4 @@
-#include "harness/needle/needle_run.h"
+#include "harness/tasks/needle/needle_run.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -10,7 +10,7 @@
 #include <optional>
 
 #include "harness/config/engine_options.h"
-#include "harness/needle/needle_task.h"
+#include "harness/tasks/needle/needle_task.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/finished_run.h"
 #include "harness/train/run_directory.h"

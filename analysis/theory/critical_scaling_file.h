@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/critical_scaling.h"
+#include "analysis/theory/critical_scaling.h"
 #include "analysis/critical_trained.h"
 
 namespace analysis {

@@ -1,8 +1,8 @@
-#include "harness/task.h"
+#include "harness/tasks/task.h"
 
 #include <fmt/format.h>
 
-#include "harness/needle/needle_run.h"
+#include "harness/tasks/needle/needle_run.h"
 #include "harness/util/errors.h"
 
 namespace harness {

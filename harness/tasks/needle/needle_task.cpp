@@ -1,4 +1,4 @@
-#include "harness/needle/needle_task.h"
+#include "harness/tasks/needle/needle_task.h"
 
 #include <algorithm>
 #include <numeric>

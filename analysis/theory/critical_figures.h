@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/critical_scaling.h"
+#include "analysis/theory/critical_scaling.h"
 
 namespace analysis {
 

@@ -1,4 +1,4 @@
-// The settings of the critical-scaling experiment (arXiv 2510.05554; analysis/critical_scaling.h)
+// The settings of the critical-scaling experiment (arXiv 2510.05554; analysis/theory/critical_scaling.h)
 // and their YAML form, `experiment: critical-scaling` (sweeps/critical-scaling.yaml is the
 // default grid, annotated):
 //

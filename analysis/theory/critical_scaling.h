@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/critical_scaling_config.h"
+#include "analysis/theory/critical_scaling_config.h"
 
 namespace analysis {
 

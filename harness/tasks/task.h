@@ -1,5 +1,5 @@
 // A run's task, chosen by its config's `task`: language-model training (train/trainer.h) or the
-// needle-in-a-haystack fine-tune of a finished run (needle/needle_run.h). The one place that knows
+// needle-in-a-haystack fine-tune of a finished run (needle/needle_run.h, beside it). The one place that knows
 // both, so that neither depends on the other.
 #pragma once
 

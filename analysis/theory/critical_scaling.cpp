@@ -1,4 +1,4 @@
-#include "analysis/critical_scaling.h"
+#include "analysis/theory/critical_scaling.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>

@@ -1,4 +1,4 @@
-#include "analysis/critical_figures.h"
+#include "analysis/theory/critical_figures.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,7 +11,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "analysis/critical_scaling_file.h"
+#include "analysis/theory/critical_scaling_file.h"
 #include "analysis/plot.h"
 
 namespace fs = std::filesystem;

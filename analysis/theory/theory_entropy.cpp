@@ -1,4 +1,4 @@
-#include "analysis/theory_entropy.h"
+#include "analysis/theory/theory_entropy.h"
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
