@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "harness/util/errors.h"
+#include "results/attention_group.h"
 #include "sweeps/sweep_file.h"
 
 namespace analysis {
@@ -82,11 +83,14 @@ MetricSpec parse_metric(const std::string& text) {
                                    kMetricForms));
     return spec;
   }
-  static const std::set<std::string> eval_names = {"entropy", "recent_mass", "band_mass",
-                                                   "band_entropy", "range_mass", "range_entropy"};
+  const auto attention_statistic = [](const std::string& name) {
+    for (const auto s : results::kAttentionStatistics)
+      if (name == results::statistic_name(s)) return true;
+    return false;
+  };
   static const std::set<std::string> analysis_only = {"loss", "score_mean", "score_std", "score_skewness",
                                                       "score_excess_kurtosis"};
-  if (!eval_names.count(spec.name) && !(spec.source == "analysis" && analysis_only.count(spec.name)))
+  if (!attention_statistic(spec.name) && !(spec.source == "analysis" && analysis_only.count(spec.name)))
     throw InputError(fmt::format("--metric: unknown statistic '{}' in '{}'; expected {}", spec.name,
                                  text, kMetricForms));
   if (m[4].matched) spec.at = std::stoll(m[5].str());

@@ -11,6 +11,7 @@
 #include "attention/method.h"
 #include "attention/score_mod.h"
 #include "attention/statistics.h"
+#include "results/attention_group.h"
 #include "results/hdf5_io.h"
 
 namespace analysis {
@@ -105,6 +106,10 @@ void put(results::DatasetGroup& g, const std::string& name, std::vector<int64_t>
   for (const auto& x : means) m.push_back(x.n ? x.mean : std::nan("")), se.push_back(x.se());
   g.arrays[name] = array(shape, m, units);
   g.arrays[name + "_se"] = array(std::move(shape), se, "standard error of " + name + " over trials");
+}
+void put(results::DatasetGroup& g, results::AttentionStatistic s, std::vector<int64_t> shape,
+         const std::vector<Mean>& means) {
+  put(g, results::statistic_name(s), std::move(shape), means, results::statistic_units(s));
 }
 
 // The N grid: the given contexts, or the log grid from 10 to 10^5.
@@ -221,14 +226,9 @@ void put_description(results::DatasetGroup& g, const Transform& m, const Entropy
   g.attributes["range_keys"] = int64_t(o.range_keys);
   g.integers["context"] = contexts;
   g.integer_units["context"] = "keys N the query attends to";
-  g.integers["band_edges"] = widest.band_edges;
-  g.integer_units["band_edges"] = "key distance t (tokens); the last band ends at N";
-  g.integers["range_start"] = range_layout.range_start;
-  g.integer_units["range_start"] = "key distance t (tokens)";
-  g.integers["range_ratio"] = range_layout.range_ratio;
-  g.integer_units["range_ratio"] = "Delta: the range is [t, t*Delta)";
-  g.integers["recent_keys"] = {range_layout.recent};
-  g.integer_units["recent_keys"] = "tokens";
+  // Bands over the widest context (decades up to max N); ranges at N = range_keys.
+  results::put_attention_axes(g, {widest.band_edges, range_layout.range_start, range_layout.range_ratio,
+                                  range_layout.recent});
 }
 
 // Lemma 1: E[e^(a_t s + m_t)] = e^(a_t^2/2 + m_t) = α·τ/(t + τ), α = e^½.
@@ -339,13 +339,13 @@ std::vector<TheoryTransform> entropy_theory(const EntropyTheoryOptions& o,
     auto& g = out.back().datasets;
     put_description(g, m, o, contexts, widest, range_layout);
     const ContextMeans& c = by_context[k];
-    put(g, "entropy", {nc}, c.entropy, "nats");
-    put(g, "recent_mass", {nc}, c.recent, "fraction of attention on distances [0, recent_keys)");
-    put(g, "band_mass", {nc, int64_t(nb)}, c.band_mass, "fraction of attention in the band");
-    put(g, "band_entropy", {nc, int64_t(nb)}, c.band_entropy,
-        "nats, of the attention renormalised within the band (NaN: band beyond N)");
-    put(g, "range_mass", {nr}, ranges.mass, "fraction of attention in the range, at N = range_keys");
-    put(g, "range_entropy", {nr}, ranges.entropy, "nats, of the attention renormalised within the range");
+    using S = results::AttentionStatistic;
+    put(g, S::kEntropy, {nc}, c.entropy);
+    put(g, S::kRecentMass, {nc}, c.recent);
+    put(g, S::kBandMass, {nc, int64_t(nb)}, c.band_mass);
+    put(g, S::kBandEntropy, {nc, int64_t(nb)}, c.band_entropy);
+    put(g, S::kRangeMass, {nr}, ranges.mass);  // at N = range_keys
+    put(g, S::kRangeEntropy, {nr}, ranges.entropy);
     put(g, "range_total", {nr}, ranges.total, "sum of exp(logit) over the range (unnormalised)");
     // A sum of log-normals: rare large draws dominate its variance, so the sample's spread
     // understates the error at large t by up to ~20x (Delta = 10, t = 10^4: 2.6 vs 51 exact).

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "results/attention_group.h"
+
 namespace harness::train {
 
 std::vector<double> qq_probabilities() {
@@ -25,12 +27,20 @@ results::DatasetGroup attention_datasets(
     a.units = units;
     return a;
   };
-  auto& entropy = array("entropy", {L, H}, "nats (mean over sampled query rows)");
-  auto& recent = array("recent_mass", {L, H}, "fraction of attention on distances [0, recent_keys)");
-  auto& band_mass = array("band_mass", {L, H, nb}, "fraction of attention in band [band_edges[b], band_edges[b+1])");
-  auto& band_entropy = array("band_entropy", {L, H, nb}, "nats, of the attention renormalised within the band");
-  auto& range_mass = array("range_mass", {L, H, nr}, "fraction of attention in [range_start, range_start*range_ratio)");
-  auto& range_entropy = array("range_entropy", {L, H, nr}, "nats, of the attention renormalised within the range");
+  // (L, H), with a trailing bands or ranges axis where the statistic has one.
+  const auto statistic = [&](results::AttentionStatistic s) -> results::Array& {
+    std::vector<int64_t> shape{L, H};
+    if (results::per_band(s)) shape.push_back(nb);
+    if (results::per_range(s)) shape.push_back(nr);
+    return results::attention_array(g, s, std::move(shape));
+  };
+  using S = results::AttentionStatistic;
+  auto& entropy = statistic(S::kEntropy);
+  auto& recent = statistic(S::kRecentMass);
+  auto& band_mass = statistic(S::kBandMass);
+  auto& band_entropy = statistic(S::kBandEntropy);
+  auto& range_mass = statistic(S::kRangeMass);
+  auto& range_entropy = statistic(S::kRangeEntropy);
   for (const auto& layer : layers) {
     if (layer->layout().band_edges != layout.band_edges || int64_t(layer->heads().size()) != H)
       throw std::invalid_argument("attention_datasets: layers recorded different contexts");
@@ -50,14 +60,7 @@ results::DatasetGroup attention_datasets(
       }
     }
   }
-  g.integers["band_edges"] = layout.band_edges;
-  g.integer_units["band_edges"] = "key distance t = i - j (tokens)";
-  g.integers["range_start"] = layout.range_start;
-  g.integer_units["range_start"] = "key distance t (tokens)";
-  g.integers["range_ratio"] = layout.range_ratio;
-  g.integer_units["range_ratio"] = "Delta: the range is [t, t*Delta)";
-  g.integers["recent_keys"] = {layout.recent};
-  g.integer_units["recent_keys"] = "tokens";
+  results::put_attention_axes(g, {layout.band_edges, layout.range_start, layout.range_ratio, layout.recent});
   g.attributes["context"] = int64_t(layout.context);
   g.attributes["queries_per_window"] = int64_t(layers.front()->queries());
   g.attributes["query_rows"] = int64_t(layers.front()->heads().front().rows);
