@@ -56,7 +56,12 @@ TEST(Config, WrongTypeAndRangeNameExpectation) {
   EXPECT_NE(msg.find("attention.method: 'rotary' is not valid; expected one of: "), std::string::npos) << msg;
   EXPECT_NE(msg.find("si+p-rope"), std::string::npos) << msg;
   msg = error_of("attention:\n  tau: -1\n");
-  EXPECT_NE(msg.find("attention.tau: expected a positive number"), std::string::npos) << msg;
+  // The range is tau's row (attention/parameters.h): > 0.
+  EXPECT_NE(msg.find("attention.tau: expected a number > 0, or a multiple of the training context"),
+            std::string::npos) << msg;
+  // rope_base's row: > 1 (a base of 1 or less does not spread the frequencies), located here.
+  msg = error_of("attention:\n  rope_base: 0.5\n");
+  EXPECT_NE(msg.find("cfg.yaml:2:14: attention.rope_base: expected a number > 1,"), std::string::npos) << msg;
   msg = error_of("attention:\n  p_rope_fraction: 1.5\n");
   EXPECT_NE(msg.find("attention.p_rope_fraction"), std::string::npos) << msg;
   msg = error_of("model: 3\n");

@@ -161,20 +161,25 @@ KeySpec real_key(std::string path, Access access, double lo, double hi, bool lo_
   return k;
 }
 
-// A positive value, absolute or relative to L; the canonical form holds the resolved value.
+// The key of a declared attention parameter (attention/parameters.h): its range is the row's.
+// An absolute value is checked against the row's minimum here; a value relative to L (`L/400`)
+// must be positive (0 where the row allows 0), since L is not known yet: resolve_method checks
+// the resolved value. The canonical form holds the resolved value.
 template <class Access>
-KeySpec context_value_key(std::string path, Access access, std::string help,
-                          bool may_be_relative = true) {
+KeySpec parameter_key(const attention::ParameterSpec& p, Access access) {
   KeySpec k;
-  k.path = path;
-  k.expected = may_be_relative
-                   ? "a positive number, or a multiple of the training context such as L/400 or 4L"
-                   : "a positive number";
-  k.help = std::move(help);
-  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
-    const ContextValue v = parse_context_value(n, at, path, k.expected);
-    if (!(v.value > 0) || !std::isfinite(v.value) || (v.relative && !may_be_relative))
-      fail(at, path, fmt::format("expected {}, got '{}'", k.expected, n.Scalar()));
+  k.path = std::string("attention.") + p.name;
+  k.expected = fmt::format("a number {} {}{}", p.min_inclusive ? ">=" : ">", format_double(p.min),
+                           p.may_be_relative ? ", or a multiple of the training context such as L/400 or 4L" : "");
+  k.help = p.help;
+  const double min = p.min;
+  const bool inclusive = p.min_inclusive, may_be_relative = p.may_be_relative;
+  k.set = [=, path = k.path, expected = k.expected](RunConfig& c, const YAML::Node& n, const Location& at) {
+    const ContextValue v = parse_context_value(n, at, path, expected);
+    const bool in_range = v.relative ? v.value > 0 || (v.value == 0 && inclusive && min <= 0)
+                                     : (inclusive ? v.value >= min : v.value > min);
+    if (!in_range || !std::isfinite(v.value) || (v.relative && !may_be_relative))
+      fail(at, path, fmt::format("expected {}, got '{}'", expected, n.Scalar()));
     access(c) = v;
   };
   k.get = [=](const RunConfig& c) {
@@ -340,9 +345,7 @@ std::vector<KeySpec> build_schema() {
   for (const attention::ParameterSpec& p : attention::parameters()) {
     const attention::Parameter id = p.id;
     s.push_back(read_when(
-        context_value_key(std::string("attention.") + p.name,
-                          [id](auto& c) -> auto& { return c.attention.parameters[id]; }, p.help,
-                          p.may_be_relative),
+        parameter_key(p, [id](auto& c) -> auto& { return c.attention.parameters[id]; }),
         [reads = p.reads](const RunConfig& c) { return method_reads(c, reads); }));
   }
   {
