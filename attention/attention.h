@@ -2,7 +2,7 @@
 // from options, and the causal attention module the models call.
 #pragma once
 
-#include "attention/method.h"
+#include "attention/method_tensors.h"
 #include "attention/method_options.h"
 #include "attention/score_mod.h"
 #include "attention/statistics.h"

@@ -1,6 +1,6 @@
 #include "attention/inspect.h"
 
-#include "attention/method.h"
+#include "attention/method_tensors.h"
 
 #include <cmath>
 #include <cstdio>

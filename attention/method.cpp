@@ -1,6 +1,5 @@
 #include "attention/method.h"
 
-#include "attention/attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -270,32 +269,11 @@ std::vector<double> alibi_slopes(int64_t heads) {
   return s;
 }
 
-RotaryTables rotary_tables(const Method& m, int64_t T, const torch::TensorOptions& options) {
-  const std::vector<double> freq = rotary_frequencies(m, T);
-  if (freq.empty()) return {};
-  auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  auto f = torch::tensor(freq, f64);                           // (D/2)
-  auto angle = torch::arange(T, f64).unsqueeze(1) * f.unsqueeze(0);  // (T, D/2)
-  return {angle.cos().to(options), angle.sin().to(options)};
-}
-
-torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryTables& tables) {
-  if (!tables.defined()) return x;
-  const int64_t half = x.size(-1) / 2;
-  auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);  // (..., T, D/2) each
-  return torch::cat({x1 * tables.cos - x2 * tables.sin, x1 * tables.sin + x2 * tables.cos}, -1);
-}
-
 ScoreMod score_mod(const Method& m, int64_t T) {
   ScoreMod mod;
   mod.scale = float(m.score_scale * yarn_logit_multiplier(m, T));
   transform_spec(m.transform).fill(m, mod);
   return mod;
-}
-
-torch::Tensor alibi_slope_tensor(const Method& m) {
-  if (!m.alibi()) return {};
-  return torch::tensor(alibi_slopes(m.heads), torch::TensorOptions().dtype(torch::kFloat64));
 }
 
 // ---- closed forms ------------------------------------------------------------------------------
@@ -312,15 +290,15 @@ double distance_bias(const Method& m, int64_t t, int64_t head) {
   return b;
 }
 
-torch::Tensor initial_bias_params(const Method& m) {
+std::vector<double> initial_bias_param_values(const Method& m) {
   const auto& spec = transform_spec(m.transform);
   if (spec.learned_bias_params == 0) return {};
-  auto out = torch::zeros({m.heads, kBiasParams}, torch::TensorOptions().dtype(torch::kFloat64));
+  std::vector<double> out(size_t(m.heads) * kBiasParams, 0.0);
   for (int64_t h = 0; h < m.heads; ++h)
-    for (int p = 0; p < spec.learned_bias_params; ++p) out[h][p] = spec.initial_bias_param(m, h, p);
+    for (int p = 0; p < spec.learned_bias_params; ++p)
+      out[size_t(h) * kBiasParams + size_t(p)] = spec.initial_bias_param(m, h, p);
   return out;
 }
-
 double initial_head_scale(const Method& m) {
   const auto& spec = transform_spec(m.transform);
   return spec.initial_head_scale ? spec.initial_head_scale(m) : 1.0;

@@ -1,8 +1,9 @@
 // A method = positional encoding × logit transform, resolved once from MethodOptions into plain
 // data. For an evaluation context T it yields
-//   (a) the rotary frequencies (and cos/sin tables) applied to q and k before any kernel, and
+//   (a) the rotary frequencies (method_tensors.h: cos/sin tables) applied to q and k before any kernel, and
 //   (b) the attention::ScoreMod every kernel consumes (score_mod.h).
-// Nothing downstream branches on the method's name.
+// Nothing downstream branches on the method's name. Torch-free (the tensors a method gives a
+// module are in method_tensors.h), so that torch-free code resolves methods from these rows too.
 //
 // Rotary convention: half-split pairs, as in GPT-NeoX / Llama / modded-nanogpt: pair k of a head
 // vector x (D even) is (x[k], x[k + D/2]), rotated by angle i·freq_k at position i:
@@ -13,8 +14,6 @@
 #include "attention/method_options.h"
 #include "attention/score_mod.h"
 #include "attention/transforms.h"
-
-#include <torch/types.h>
 
 #include <array>
 #include <cstdint>
@@ -86,27 +85,9 @@ std::vector<double> rotary_frequencies(const Method& method, int64_t T);
 // ALiBi slopes m_h, h = 1..H (ALiBi reference code, including its non-power-of-2 rule).
 std::vector<double> alibi_slopes(int64_t heads);
 
-// cos/sin of i·freq_k for positions i < T: both (T, D/2), in `options`' dtype/device, computed in
-// float64. Undefined tensors when the method has no rotary encoding.
-struct RotaryTables {
-  torch::Tensor cos;  // (T, D/2)
-  torch::Tensor sin;  // (T, D/2)
-  bool defined() const { return cos.defined(); }
-};
-RotaryTables rotary_tables(const Method& method, int64_t T, const torch::TensorOptions& options);
-// x: (..., T, D) → rotated x (differentiable); returns x itself for undefined tables.
-// Composed from ATen ops: the reference kernel's (and the tests') form.
-torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryTables& tables);
-// The same rotation in one pass forward and one backward (rotary_fused.cpp) for CPU float32 /
-// float64; contiguous out (its backward is not itself differentiable). Other devices and dtypes
-// take apply_rotary.
-torch::Tensor apply_rotary_fused(const torch::Tensor& x, const RotaryTables& tables);
-
 // The score-mod every kernel consumes at context T (head_scale / alibi_slope pointers left null:
 // per-head parameters travel as tensors, see fused_cpu.h).
 ScoreMod score_mod(const Method& method, int64_t T);
-// ALiBi slopes as a (H) float64 tensor (kernels cast), undefined for other methods.
-torch::Tensor alibi_slope_tensor(const Method& method);
 
 // ---- the transform in closed form, float64 (`inspect` and tests; transforms.h rows) ------------
 
@@ -116,8 +97,8 @@ double row_multiplier(const Method& method, int64_t n_visible);
 // Per-distance multiplier and bias (ALiBi's −m_h·t included in the bias for head h, 0-based).
 double distance_multiplier(const Method& method, int64_t t);
 double distance_bias(const Method& method, int64_t t, int64_t head);
-// Initial learned bias parameters, (H, kBiasParams) float64; undefined without them.
-torch::Tensor initial_bias_params(const Method& method);
+// Initial learned bias parameters, (H, kBiasParams) row-major; empty without them.
+std::vector<double> initial_bias_param_values(const Method& method);
 // Initial value of the learned per-head scale s_h (LogN: 1 / ln L); 1 without one.
 double initial_head_scale(const Method& method);
 

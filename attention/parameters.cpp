@@ -2,8 +2,7 @@
 
 #include "attention/method.h"
 
-#include <fmt/format.h>
-
+#include <charconv>
 #include <cmath>
 #include <stdexcept>
 
@@ -15,42 +14,86 @@ bool p_rope(const Method& m, PRoPEVariant variant) {
   return m.positional == Positional::kPRoPE && m.p_rope_variant == variant;
 }
 
-const std::vector<ParameterSpec> kParameters = {
-    {Parameter::kTau, "tau", "scale-invariant τ (paper: 10 at L = 4096, i.e. about L/400)", 10.0,
-     0.0, false, true, 400.0,
-     [](const Method& m) { return m.transform == Transform::kScaleInvariant; }},
-    {Parameter::kRopeBase, "rope_base", "RoPE base (rope, ntk, yarn, truncated p-rope)", 10000.0, 1.0,
-     false, true, 0.0,
-     [](const Method& m) {
-       return m.positional == Positional::kRoPE || m.positional == Positional::kNTK ||
-              m.positional == Positional::kYaRN || p_rope(m, PRoPEVariant::kTruncate);
-     }},
-    {Parameter::kPRopeBase, "p_rope_base",
-     "respread p-RoPE: longest wavelength / 2π (paper: 1024 = L/4)", 1024.0, 1.0, true, true, 4.0,
-     [](const Method& m) { return p_rope(m, PRoPEVariant::kRespread); }},
-};
+ParameterSpec tau() {
+  ParameterSpec s{};
+  s.id = Parameter::kTau;
+  s.name = "tau";
+  s.help = "scale-invariant τ (paper: 10 at L = 4096, i.e. about L/400)";
+  s.default_value = 10.0;
+  s.min = 0.0;  // τ > 0
+  s.min_inclusive = false;
+  s.may_be_relative = true;
+  s.paper_ratio = 400.0;
+  s.reads = [](const Method& m) { return m.transform == Transform::kScaleInvariant; };
+  return s;
+}
+
+ParameterSpec rope_base() {
+  ParameterSpec s{};
+  s.id = Parameter::kRopeBase;
+  s.name = "rope_base";
+  s.help = "RoPE base (rope, ntk, yarn, truncated p-rope)";
+  s.default_value = 10000.0;
+  s.min = 1.0;  // base > 1: every pair rotates slower than the one before
+  s.min_inclusive = false;
+  s.may_be_relative = true;
+  s.paper_ratio = 0.0;
+  s.reads = [](const Method& m) {
+    return m.positional == Positional::kRoPE || m.positional == Positional::kNTK ||
+           m.positional == Positional::kYaRN || p_rope(m, PRoPEVariant::kTruncate);
+  };
+  return s;
+}
+
+ParameterSpec p_rope_base() {
+  ParameterSpec s{};
+  s.id = Parameter::kPRopeBase;
+  s.name = "p_rope_base";
+  s.help = "respread p-RoPE: longest wavelength / 2π (paper: 1024 = L/4)";
+  s.default_value = 1024.0;
+  s.min = 1.0;
+  s.min_inclusive = true;
+  s.may_be_relative = true;
+  s.paper_ratio = 4.0;
+  s.reads = [](const Method& m) { return p_rope(m, PRoPEVariant::kRespread); };
+  return s;
+}
+
+
+// The shortest text that reads back as x ("10", "0.0025"), as fmt's "{}" writes it, without fmt:
+// this file stays free of dependencies (the CUDA kernel test links it).
+std::string number(double x) {
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof(buf), x).ptr;
+  return std::string(buf, end);
+}
 
 }  // namespace
 
 std::string LengthValue::text() const {
-  if (!relative) return fmt::format("{}", value);
+  if (!relative) return number(value);
   if (value == 1) return "L";
-  if (value >= 1 && value == std::floor(value)) return fmt::format("{}L", value);
+  if (value >= 1 && value == std::floor(value)) return number(value) + "L";
   const double inv = 1.0 / value;
-  if (std::fabs(inv - std::round(inv)) < 1e-9) return fmt::format("L/{}", std::round(inv));
-  return fmt::format("{}L", value);
+  if (std::fabs(inv - std::round(inv)) < 1e-9) return "L/" + number(std::round(inv));
+  return number(value) + "L";
 }
 
-const std::vector<ParameterSpec>& parameters() { return kParameters; }
+const std::vector<ParameterSpec>& parameters() {
+  // In the order of enum Parameter. A function-local static: built on first use, whatever the
+  // order of static initialisation between files.
+  static const std::vector<ParameterSpec> rows = {tau(), rope_base(), p_rope_base()};
+  return rows;
+}
 
 const ParameterSpec& parameter_spec(Parameter p) {
-  const auto& spec = kParameters.at(size_t(p));
+  const auto& spec = parameters().at(size_t(p));
   if (spec.id != p) throw std::logic_error("parameters(): rows out of the order of enum Parameter");
   return spec;
 }
 
 ParameterValues::ParameterValues() {
-  for (const auto& spec : kParameters) values[size_t(spec.id)] = LengthValue(spec.default_value);
+  for (const auto& spec : parameters()) values[size_t(spec.id)] = LengthValue(spec.default_value);
 }
 
 }  // namespace attention

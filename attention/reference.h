@@ -3,7 +3,7 @@
 // (q, k, v, the learned head scale and the learned bias parameters). Memory O(B·H·T²): for tests and small T only.
 #pragma once
 
-#include "attention/method.h"
+#include "attention/method_tensors.h"
 
 #include <torch/types.h>
 

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "attention/method.h"
+#include "attention/method_tensors.h"
 
 namespace attention {
 

@@ -31,64 +31,100 @@ double tau(const Method& m) { return m.value(Parameter::kTau); }
 // InfoScale's exponent −2/d.
 double info_exponent(const Method& m) { return -2.0 / double(m.head_dim); }
 
-const std::vector<TransformSpec> kTransforms = {
-    {Transform::kNone, "none", "none", false, false,
-     [](const Method&, ScoreMod&) {}, one, one, zero, nullptr},
+// A row with the defaults of a transform that changes nothing: rows below set only what differs,
+// by field name.
+TransformSpec row(Transform id, const char* name, const char* formula) {
+  TransformSpec s{};
+  s.id = id;
+  s.name = name;
+  s.formula = formula;
+  s.needs_train_context = false;
+  s.learned_head_scale = false;
+  s.fill = [](const Method&, ScoreMod&) {};
+  s.row = one;
+  s.distance_multiplier = one;
+  s.distance_bias = zero;
+  s.initial_head_scale = nullptr;
+  return s;
+}
 
-    // SSMax / LogN (arXiv 2501.19399): s_h·ln n_i·s, s_h learned from 1/ln L.
-    {Transform::kLogN, "logn", "logn (s_h·ln n_i·s, learned s_h initialised to 1/ln L)", true, true,
-     [](const Method&, ScoreMod& mod) { mod.row = RowFactor::kLogN; },
-     [](const Method&, int64_t n) { return std::log(double(n)); }, one, zero,
-     [](const Method& m) { return 1.0 / std::log(double(m.train_context)); }},
+TransformSpec none() { return row(Transform::kNone, "none", "none"); }
 
-    // arXiv 2505.17083: a_t·s + m_t, reading τ (parameters.h).
-    {Transform::kScaleInvariant, "scale-invariant", "scale-invariant (a_t·s + m_t)", false, false,
-     [](const Method& m, ScoreMod& mod) {
-       mod.distance = DistanceMod::kScaleInvariant;
-       mod.inv_tau = float(1.0 / tau(m));
-     },
-     one, [](const Method& m, int64_t t) { return scale_invariant_multiplier(tau(m), t); },
-     [](const Method& m, int64_t t, int64_t) { return scale_invariant_bias(tau(m), t); }, nullptr},
+// SSMax / LogN (arXiv 2501.19399): s_h·ln n_i·s, s_h learned from 1/ln L.
+TransformSpec logn() {
+  TransformSpec s = row(Transform::kLogN, "logn", "logn (s_h·ln n_i·s, learned s_h initialised to 1/ln L)");
+  s.needs_train_context = true;
+  s.learned_head_scale = true;
+  s.fill = [](const Method&, ScoreMod& mod) { mod.row = RowFactor::kLogN; };
+  s.row = [](const Method&, int64_t n) { return std::log(double(n)); };
+  s.initial_head_scale = [](const Method& m) { return 1.0 / std::log(double(m.train_context)); };
+  return s;
+}
 
-    // InfoScale: max(1, sqrt((1 − n_i^(−2/d)) / (1 − L^(−2/d))))·s.
-    {Transform::kInfoScale, "infoscale", "infoscale (max(1, sqrt((1-n_i^(-2/d))/(1-L^(-2/d))))·s)",
-     true, false,
-     [](const Method& m, ScoreMod& mod) {
-       mod.row = RowFactor::kInfoScale;
-       mod.info_exponent = float(info_exponent(m));
-       mod.info_inv_denominator =
-           float(1.0 / (1.0 - std::pow(double(m.train_context), info_exponent(m))));
-     },
-     [](const Method& m, int64_t n) {
-       const double e = info_exponent(m);
-       const double r = (1.0 - std::pow(double(n), e)) / (1.0 - std::pow(double(m.train_context), e));
-       return std::max(1.0, std::sqrt(std::max(r, 0.0)));
-     },
-     one, zero, nullptr},
+// arXiv 2505.17083: a_t·s + m_t, reading τ (parameters.h).
+TransformSpec scale_invariant() {
+  TransformSpec s = row(Transform::kScaleInvariant, "scale-invariant", "scale-invariant (a_t·s + m_t)");
+  s.fill = [](const Method& m, ScoreMod& mod) {
+    mod.distance = DistanceMod::kScaleInvariant;
+    mod.inv_tau = float(1.0 / tau(m));
+  };
+  s.distance_multiplier = [](const Method& m, int64_t t) { return scale_invariant_multiplier(tau(m), t); };
+  s.distance_bias = [](const Method& m, int64_t t, int64_t) { return scale_invariant_bias(tau(m), t); };
+  return s;
+}
 
-    // KERPLE-log (Chi et al. 2022, arXiv 2205.09921): s − r1_h·ln(1 + r2_h·t), r1, r2 learned per
-    // head and kept >= 0.01 (KERPLE clamps them so before every forward).
-    {Transform::kKerpleLog, "kerple-log", "kerple-log (s − r1_h·ln(1 + r2_h·t), learned r1_h, r2_h >= 0.01)",
-     false, false, [](const Method&, ScoreMod& mod) { mod.distance = DistanceMod::kKerpleLog; },
-     one, one,
-     [](const Method& m, int64_t t, int64_t h) {
-       return -kerple_initial(m, h, 0) * std::log1p(kerple_initial(m, h, 1) * double(t));
-     },
-     nullptr, 2, {"kerple_r1", "kerple_r2"}, kerple_initial, 0.01},
-};
+// InfoScale: max(1, sqrt((1 − n_i^(−2/d)) / (1 − L^(−2/d))))·s.
+TransformSpec infoscale() {
+  TransformSpec s = row(Transform::kInfoScale, "infoscale",
+                        "infoscale (max(1, sqrt((1-n_i^(-2/d))/(1-L^(-2/d))))·s)");
+  s.needs_train_context = true;
+  s.fill = [](const Method& m, ScoreMod& mod) {
+    mod.row = RowFactor::kInfoScale;
+    mod.info_exponent = float(info_exponent(m));
+    mod.info_inv_denominator = float(1.0 / (1.0 - std::pow(double(m.train_context), info_exponent(m))));
+  };
+  s.row = [](const Method& m, int64_t n) {
+    const double e = info_exponent(m);
+    const double r = (1.0 - std::pow(double(n), e)) / (1.0 - std::pow(double(m.train_context), e));
+    return std::max(1.0, std::sqrt(std::max(r, 0.0)));
+  };
+  return s;
+}
+
+// KERPLE-log (Chi et al. 2022, arXiv 2205.09921): s − r1_h·ln(1 + r2_h·t), r1, r2 learned per
+// head and kept >= 0.01 (KERPLE clamps them so before every forward).
+TransformSpec kerple_log() {
+  TransformSpec s = row(Transform::kKerpleLog, "kerple-log",
+                        "kerple-log (s − r1_h·ln(1 + r2_h·t), learned r1_h, r2_h >= 0.01)");
+  s.fill = [](const Method&, ScoreMod& mod) { mod.distance = DistanceMod::kKerpleLog; };
+  s.distance_bias = [](const Method& m, int64_t t, int64_t h) {
+    return -kerple_initial(m, h, 0) * std::log1p(kerple_initial(m, h, 1) * double(t));
+  };
+  s.learned_bias_params = 2;
+  s.bias_param_names[0] = "kerple_r1";
+  s.bias_param_names[1] = "kerple_r2";
+  s.initial_bias_param = kerple_initial;
+  s.bias_param_min = 0.01;
+  return s;
+}
+
 
 }  // namespace
 
-const std::vector<TransformSpec>& transforms() { return kTransforms; }
+const std::vector<TransformSpec>& transforms() {
+  // Built on first use, whatever the order of static initialisation between files.
+  static const std::vector<TransformSpec> rows = {none(), logn(), scale_invariant(), infoscale(), kerple_log()};
+  return rows;
+}
 
 const TransformSpec& transform_spec(Transform t) {
-  for (const auto& s : kTransforms)
+  for (const auto& s : transforms())
     if (s.id == t) return s;
   throw std::logic_error("transform_spec: a Transform without a registry row");
 }
 
 const TransformSpec* find_transform(const std::string& name) {
-  for (const auto& s : kTransforms)
+  for (const auto& s : transforms())
     if (name == s.name) return &s;
   return nullptr;
 }

@@ -83,8 +83,8 @@ CXX_FLAGS=(-std=c++17 -O2 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$TORCH_ABI" -I"$ROOT"
            -isystem "$CUDA_HOME/include")
 # binding + gpu_check, and the float64 reference gpu_check compares against with the method
 # layer it reads.
-torch_sources=(attention/cuda/binding.cpp attention/cuda/gpu_check.cpp
-               attention/method.cpp attention/transforms.cpp attention/reference.cpp)
+torch_sources=(attention/cuda/binding.cpp attention/cuda/gpu_check.cpp attention/method_tensors.cpp
+               attention/method.cpp attention/transforms.cpp attention/parameters.cpp attention/reference.cpp)
 torch_pids=()
 for src in "${torch_sources[@]}"; do
   "$CXX" "${CXX_FLAGS[@]}" -c "$src" -o "$BUILD/$(basename "${src%.cpp}").o" &
@@ -95,7 +95,9 @@ say "1/3 build kernels + torch-free test (nvcc)"
 NVCC_FLAGS=(-std=c++17 -O3 -lineinfo "${GENCODE[@]}" -I"$ROOT")
 "$NVCC" "${NVCC_FLAGS[@]}" -Xcompiler -fPIC -c attention/cuda/fused_attention.cu -o "$BUILD/fused_attention.o" \
   || { echo "gpu-check: FAILED to compile attention/cuda/fused_attention.cu"; exit 1; }
-"$NVCC" "${NVCC_FLAGS[@]}" attention/cuda/fused_attention_test.cu "$BUILD/fused_attention.o" -o "$BUILD/attention_cuda_test" \
+# The test resolves its cases from the method registry (plain C++: method, transforms, parameters).
+"$NVCC" "${NVCC_FLAGS[@]}" attention/cuda/fused_attention_test.cu attention/method.cpp attention/transforms.cpp \
+  attention/parameters.cpp "$BUILD/fused_attention.o" -o "$BUILD/attention_cuda_test" \
   || { echo "gpu-check: FAILED to build attention_cuda_test"; exit 1; }
 
 say "1/3 run attention_cuda_test"
@@ -113,7 +115,7 @@ say "2/3 build binding + gpu_check against torch's LibTorch"
 for n in "${!torch_sources[@]}"; do
   wait "${torch_pids[$n]}" || { echo "gpu-check: FAILED to compile ${torch_sources[$n]}"; exit 1; }
 done
-reference_objects=("$BUILD/method.o" "$BUILD/transforms.o" "$BUILD/reference.o")
+reference_objects=("$BUILD/method.o" "$BUILD/method_tensors.o" "$BUILD/transforms.o" "$BUILD/parameters.o" "$BUILD/reference.o")
 # Our kernels carry their own (static) CUDA runtime of the local toolkit; torch keeps its own.
 "$CXX" "$BUILD/gpu_check.o" "${reference_objects[@]}" "$BUILD/binding.o" "$BUILD/fused_attention.o" -o "$BUILD/gpu_check" \
   -L"$TORCH_DIR/lib" -Wl,-rpath,"$TORCH_DIR/lib" \

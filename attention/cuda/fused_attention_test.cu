@@ -1,7 +1,9 @@
-// Checks the fused CUDA attention kernels (forward o and lse; backward dq, dk, dv, dhead_scale)
+// Checks the fused CUDA attention kernels (forward o and lse; backward dq, dk, dv, dhead_scale,
+// dbias_by_distance)
 // against a float64 CPU implementation written straight from the formulas of score_mod.h, for
 // fp32 and bf16, D ∈ {64, 128}, T ∈ {1, 37, 200} (T = 37 and 200 are not multiples of the 64-tile)
-// and several score mods. Torch-free: CUDA runtime only.
+// and the score mods of the method registry's rows (attention/method.h, torch-free), as a run
+// resolves them. Torch-free: CUDA runtime and the registry only.
 //
 // Exit codes: 0 pass, 1 fail, 77 skipped (no CUDA device).
 #include <cuda_runtime.h>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "attention/cuda/fused_attention.cuh"
+#include "attention/method.h"
 #include "attention/score_mod.h"
 
 namespace {
@@ -51,9 +54,10 @@ float bf16_to_float(uint16_t x) {
 
 struct Result {
   std::vector<double> o, lse, dq, dk, dv, dhead_scale;  // (B,H,T,D) ×4 but lse (B,H,T), dhs (H)
+  std::vector<double> dbias;  // (H, T) d loss / d logit(i, i − t), summed over batch and i
 };
 
-// `mod` holds HOST pointers for head_scale / alibi_slope here.
+// `mod` holds HOST pointers for head_scale / alibi_slope / bias_params here.
 Result reference(const std::vector<double>& q, const std::vector<double>& k,
                  const std::vector<double>& v, const std::vector<double>& d_o, const ScoreMod& mod,
                  int seq_len, int head_dim) {
@@ -65,6 +69,7 @@ Result reference(const std::vector<double>& q, const std::vector<double>& k,
   r.dv.assign(elems, 0.0);
   r.lse.assign(static_cast<size_t>(kBatch) * kHeads * seq_len, 0.0);
   r.dhead_scale.assign(kHeads, 0.0);
+  r.dbias.assign(static_cast<size_t>(kHeads) * seq_len, 0.0);
   std::vector<double> dots, probs, dprobs;
   for (int b = 0; b < kBatch; ++b) {
     for (int h = 0; h < kHeads; ++h) {
@@ -116,6 +121,8 @@ Result reference(const std::vector<double>& q, const std::vector<double>& k,
             r.dhead_scale[h] +=
                 attention::fixed_multiplier<double>(mod, i, t) * mod.scale * dots[j] * dlogit;
           }
+          // A learned bias's gradient by distance (the chain rule to r is the host's).
+          if (mod.bias_params) r.dbias[static_cast<size_t>(h) * seq_len + t] += dlogit;
         }
       }
     }
@@ -172,7 +179,7 @@ std::vector<double> download(const DeviceBuffer& source, size_t count, DType dty
   return values;
 }
 
-// `mod` holds DEVICE pointers for head_scale / alibi_slope here. The backward pass gets the
+// `mod` holds DEVICE pointers for head_scale / alibi_slope / bias_params here. The backward pass gets the
 // kernel's own o, as autograd would give it.
 Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
                    const std::vector<double>& v, const std::vector<double>& d_o,
@@ -183,6 +190,7 @@ Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
   DeviceBuffer q_dev(bytes), k_dev(bytes), v_dev(bytes), o_dev(bytes), d_o_dev(bytes);
   DeviceBuffer dq_dev(bytes), dk_dev(bytes), dv_dev(bytes);
   DeviceBuffer lse_dev(rows * 4), fixed_logit_mean_dev(rows * 4), dhead_scale_dev(kHeads * 4);
+  DeviceBuffer dbias_dev(static_cast<size_t>(kHeads) * seq_len * 4);
   upload(q_dev, q, dtype);
   upload(k_dev, k, dtype);
   upload(v_dev, v, dtype);
@@ -206,6 +214,7 @@ Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
   args.dk = dk_dev.ptr;
   args.dv = dv_dev.ptr;
   args.dhead_scale = static_cast<float*>(dhead_scale_dev.ptr);
+  args.dbias_by_distance = static_cast<float*>(dbias_dev.ptr);
   DeviceBuffer workspace(attention::cuda::fused_attention_backward_workspace_bytes(args));
   args.workspace = workspace.ptr;
 
@@ -220,6 +229,7 @@ Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
   r.dv = download(dv_dev, elems, dtype);
   r.lse = download(lse_dev, rows, DType::kFloat32);
   r.dhead_scale = download(dhead_scale_dev, kHeads, DType::kFloat32);
+  r.dbias = download(dbias_dev, static_cast<size_t>(kHeads) * seq_len, DType::kFloat32);
   return r;
 }
 
@@ -243,44 +253,37 @@ struct ModCase {
   ScoreMod mod;  // pointers unset: the case fills them
   bool head_scale = false;
   bool alibi = false;
+  bool bias_params = false;  // learned per-head bias parameters (KERPLE's r1, r2)
 };
 
-std::vector<ModCase> mod_cases(int head_dim) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+// The method as a run resolves it (attention/method.h: the registry rows), L = 16 (read by logn
+// and infoscale). The kernels see q and k already rotated, so a preset's positional encoding
+// matters here only through ALiBi's slopes.
+attention::Method resolve(const std::string& preset, const std::string& transform, int head_dim) {
+  attention::MethodOptions o;
+  o.method = preset;
+  o.transform = transform;
+  o.heads = kHeads;
+  o.head_dim = head_dim;
+  o.train_context = 16;
+  return attention::resolve_method(o);
+}
+
+std::vector<ModCase> mod_cases(int head_dim, int seq_len) {
+  using attention::score_mod;
+  const auto mod = [&](const std::string& preset, const std::string& transform = "") {
+    return score_mod(resolve(preset, transform, head_dim), seq_len);
+  };
   std::vector<ModCase> cases;
-
-  ModCase none{"none", ScoreMod{}};
-  none.mod.scale = scale;
-  cases.push_back(none);
-
-  ModCase si{"scale-invariant(tau=10)", ScoreMod{}};
-  si.mod.scale = scale;
-  si.mod.distance = attention::DistanceMod::kScaleInvariant;
-  si.mod.inv_tau = 0.1f;
-  cases.push_back(si);
-
-  ModCase logn{"logn+head_scale", ScoreMod{}, true, false};
-  logn.mod.scale = scale;
-  logn.mod.row = attention::RowFactor::kLogN;
-  cases.push_back(logn);
-
-  ModCase info{"infoscale(L=16)", ScoreMod{}};
-  info.mod.scale = scale;
-  info.mod.row = attention::RowFactor::kInfoScale;
-  info.mod.info_exponent = -2.0f / head_dim;
-  info.mod.info_inv_denominator = 1.0f / (1.0f - std::pow(16.0f, -2.0f / head_dim));
-  cases.push_back(info);
-
-  ModCase alibi{"alibi", ScoreMod{}, false, true};
-  alibi.mod.scale = scale;
-  cases.push_back(alibi);
-
-  // Everything at once: the head-scale gradient through row and distance factors, plus a bias.
-  ModCase all{"si+logn+head_scale+alibi", ScoreMod{}, true, true};
-  all.mod.scale = scale;
-  all.mod.distance = attention::DistanceMod::kScaleInvariant;
-  all.mod.inv_tau = 0.1f;
-  all.mod.row = attention::RowFactor::kLogN;
+  // Every registry transform (a new row is tested here with no edit), its learned per-head
+  // parameters given when it has them: a head scale (logn), bias parameters (kerple-log).
+  for (const attention::TransformSpec& t : attention::transforms())
+    cases.push_back({t.name, mod("nope", t.name), t.learned_head_scale, false, t.learned_bias_params > 0});
+  cases.push_back({"alibi", mod("alibi"), false, true});
+  // Everything at once: the head-scale gradient through row and distance factors, plus a bias
+  // (logn's row composed onto scale-invariance with the registry's own fill).
+  ModCase all{"si+logn+head_scale+alibi", mod("alibi", "scale-invariant"), true, true};
+  attention::transform_spec(attention::Transform::kLogN).fill(resolve("nope", "logn", head_dim), all.mod);
   cases.push_back(all);
   return cases;
 }
@@ -313,11 +316,18 @@ int main() {
   }
 
   const float head_scales[kHeads] = {0.7f, 1.0f, 1.4f};
+  // ALiBi's slopes and KERPLE's initial (r1, r2) per head, from the registry (attention/method.h).
   float alibi_slopes[kHeads];
-  for (int h = 0; h < kHeads; ++h) alibi_slopes[h] = std::pow(2.0f, -8.0f * (h + 1) / kHeads);
+  const std::vector<double> slopes = attention::alibi_slopes(kHeads);
+  for (int h = 0; h < kHeads; ++h) alibi_slopes[h] = static_cast<float>(slopes[h]);
   DeviceBuffer head_scales_dev(sizeof(head_scales)), alibi_slopes_dev(sizeof(alibi_slopes));
   CHECK_CUDA(cudaMemcpy(head_scales_dev.ptr, head_scales, sizeof(head_scales), cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(alibi_slopes_dev.ptr, alibi_slopes, sizeof(alibi_slopes), cudaMemcpyHostToDevice));
+  float bias_params[kHeads * attention::kBiasParams];  // (H, kBiasParams)
+  const std::vector<double> initial = attention::initial_bias_param_values(resolve("kerple", "", 64));
+  for (int n = 0; n < kHeads * attention::kBiasParams; ++n) bias_params[n] = static_cast<float>(initial[n]);
+  DeviceBuffer bias_params_dev(sizeof(bias_params));
+  CHECK_CUDA(cudaMemcpy(bias_params_dev.ptr, bias_params, sizeof(bias_params), cudaMemcpyHostToDevice));
 
   std::mt19937 rng(1234);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -341,7 +351,7 @@ int main() {
         const std::vector<double> q = random_input(), k = random_input(), v = random_input(),
                                   d_o = random_input();
 
-        for (const ModCase& c : mod_cases(head_dim)) {
+        for (const ModCase& c : mod_cases(head_dim, seq_len)) {
           ScoreMod host_mod = c.mod, device_mod = c.mod;
           if (c.head_scale) {
             host_mod.head_scale = head_scales;
@@ -350,6 +360,10 @@ int main() {
           if (c.alibi) {
             host_mod.alibi_slope = alibi_slopes;
             device_mod.alibi_slope = static_cast<const float*>(alibi_slopes_dev.ptr);
+          }
+          if (c.bias_params) {
+            host_mod.bias_params = bias_params;
+            device_mod.bias_params = static_cast<const float*>(bias_params_dev.ptr);
           }
           const Result want = reference(q, k, v, d_o, host_mod, seq_len, head_dim);
           const Result got = run_kernels(q, k, v, d_o, device_mod, dtype, seq_len, head_dim);
@@ -369,6 +383,13 @@ int main() {
           results.push_back({"dhead_scale", relative_error(got.dhead_scale, want.dhead_scale, 1.0)});
           if (!c.head_scale) {
             for (double value : got.dhead_scale) {
+              if (value != 0.0) results.back().error = INFINITY;
+            }
+          }
+          // Likewise dbias_by_distance without learned bias parameters.
+          results.push_back({"dbias", relative_error(got.dbias, want.dbias, 1.0)});
+          if (!c.bias_params) {
+            for (double value : got.dbias) {
               if (value != 0.0) results.back().error = INFINITY;
             }
           }

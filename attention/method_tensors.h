@@ -1,0 +1,34 @@
+// The tensors a method gives a module or kernel: rotary cos/sin tables and the rotation itself,
+// ALiBi slopes, and the initial learned bias parameters. Apart from method.h, which stays
+// torch-free so that torch-free code (the CUDA kernels' own test) resolves methods from the same
+// registry rows as a run.
+#pragma once
+
+#include "attention/method.h"
+
+#include <torch/types.h>
+
+namespace attention {
+
+// cos/sin of i·freq_k for positions i < T: both (T, D/2), in `options`' dtype/device, computed in
+// float64. Undefined tensors when the method has no rotary encoding.
+struct RotaryTables {
+  torch::Tensor cos;  // (T, D/2)
+  torch::Tensor sin;  // (T, D/2)
+  bool defined() const { return cos.defined(); }
+};
+RotaryTables rotary_tables(const Method& method, int64_t T, const torch::TensorOptions& options);
+// x: (..., T, D) → rotated x (differentiable); returns x itself for undefined tables.
+// Composed from ATen ops: the reference kernel's (and the tests') form.
+torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryTables& tables);
+// The same rotation in one pass forward and one backward (rotary_fused.cpp) for CPU float32 /
+// float64; contiguous out (its backward is not itself differentiable). Other devices and dtypes
+// take apply_rotary.
+torch::Tensor apply_rotary_fused(const torch::Tensor& x, const RotaryTables& tables);
+
+// ALiBi slopes as a (H) float64 tensor (kernels cast), undefined for other methods.
+torch::Tensor alibi_slope_tensor(const Method& method);
+// Initial learned bias parameters, (H, kBiasParams) float64; undefined without them.
+torch::Tensor initial_bias_params(const Method& method);
+
+}  // namespace attention
