@@ -569,8 +569,8 @@ std::string theory_color(Writer& w, const std::string& name, const results::Data
   return w.palette.theory_color(attribute_text(g, "transform"), name);
 }
 
-void theory_figures(const TheoryGroups& theory, int64_t trials, Writer& w) {
-  const std::string over = fmt::format("mean ± s.e. over {} trials", trials);
+// Fig. 1: entropy and recent mass against N.
+void theory_context_figures(const TheoryGroups& theory, const std::string& over, Writer& w) {
   for (const auto& [statistic, ylabel, title] :
        {std::tuple<std::string, std::string, std::string>{"entropy", "attention entropy (nats)", "entropy of one query over N keys (Fig. 1)"},
         {"recent_mass", "fraction of attention on the last 100 keys", "attention on the most recent 100 keys (Fig. 1)"}}) {
@@ -592,35 +592,39 @@ void theory_figures(const TheoryGroups& theory, int64_t trials, Writer& w) {
     if (statistic == "entropy") body += ", log(x) - 0.5 with lines dt 3 lc rgb '#000000' title 'ln N - 1/2'";
     w.figure(name, {{name + ".csv", series_csv("keys", series)}}, body);
   }
-  // Band entropy against N: colour per transform, dash and point type per band.
-  {
-    std::vector<Series> series;
-    for (const auto& [transform, g] : theory) {
-      const auto& n = g.integers.at("context");
-      const auto& edges = g.integers.at("band_edges");
-      const auto& a = g.arrays.at("band_entropy");
-      const auto& se = g.arrays.at("band_entropy_se").values;
-      const size_t nb = size_t(a.shape[1]);
-      for (size_t b = 1; b < nb; ++b)
-        for (size_t i = 0; i < n.size(); ++i)
-          if (!std::isnan(a.values[i * nb + b])) {
-            auto& s = series_for(series,
-                                 fmt::format("{} [{};{})", transform, edges[b], b + 1 < edges.size() ? std::to_string(edges[b + 1]) : "N"),
-                                 theory_color(w, transform, g), b - 1);
-            s.theory = true;
-            s.at[double(n[i])].push_back(a.values[i * nb + b]);
-            s.given_se[double(n[i])] = se[i * nb + b];
-          }
-    }
-    w.figure("theory_band_entropy", {{"theory_band_entropy.csv", series_csv("keys", series)}},
-             axes(fmt::format("entropy within distance bands, the last band ends at N\n{}; colour: transform, "
-                              "dash and point: band", over),
-                  "keys N", "entropy within the band (nats)", true) +
-                 "set yrange [0:*]\nset key outside right top font ',9'\n" +
-                 "plot " + series_clauses("theory_band_entropy.csv", series, "yerrorlines"));
+}
+
+// Band entropy against N: colour per transform, dash and point type per band.
+void theory_band_figure(const TheoryGroups& theory, const std::string& over, Writer& w) {
+  std::vector<Series> series;
+  for (const auto& [transform, g] : theory) {
+    const auto& n = g.integers.at("context");
+    const auto& edges = g.integers.at("band_edges");
+    const auto& a = g.arrays.at("band_entropy");
+    const auto& se = g.arrays.at("band_entropy_se").values;
+    const size_t nb = size_t(a.shape[1]);
+    for (size_t b = 1; b < nb; ++b)
+      for (size_t i = 0; i < n.size(); ++i)
+        if (!std::isnan(a.values[i * nb + b])) {
+          auto& s = series_for(series,
+                               fmt::format("{} [{};{})", transform, edges[b], b + 1 < edges.size() ? std::to_string(edges[b + 1]) : "N"),
+                               theory_color(w, transform, g), b - 1);
+          s.theory = true;
+          s.at[double(n[i])].push_back(a.values[i * nb + b]);
+          s.given_se[double(n[i])] = se[i * nb + b];
+        }
   }
-  // Figs 2 and 6: entropy in [t, tΔ) against t, one figure per Δ, with both fits in the
-  // transform's colour (dotted: a ln t + b; dash-dot: a √(ln t) + b).
+  w.figure("theory_band_entropy", {{"theory_band_entropy.csv", series_csv("keys", series)}},
+           axes(fmt::format("entropy within distance bands, the last band ends at N\n{}; colour: transform, "
+                            "dash and point: band", over),
+                "keys N", "entropy within the band (nats)", true) +
+               "set yrange [0:*]\nset key outside right top font ',9'\n" +
+               "plot " + series_clauses("theory_band_entropy.csv", series, "yerrorlines"));
+}
+
+// Figs 2 and 6: entropy in [t, tΔ) against t, one figure per Δ, with both fits in the
+// transform's colour (dotted: a ln t + b; dash-dot: a √(ln t) + b).
+void theory_range_figures(const TheoryGroups& theory, const std::string& over, Writer& w) {
   std::set<int64_t> ratios;
   for (const auto& [transform, g] : theory)
     for (const int64_t r : g.integers.at("range_ratio")) ratios.insert(r);
@@ -660,7 +664,10 @@ void theory_figures(const TheoryGroups& theory, int64_t trials, Writer& w) {
                  "set yrange [0:*]\nset key below maxcols 2\n" + "plot " +
                  series_clauses(name + ".csv", series, "yerrorbars") + fits);
   }
-  // Lemma 1: total unnormalised attention in [t, tΔ) against α·τ·Σ 1/(k+τ).
+}
+
+// Lemma 1: total unnormalised attention in [t, tΔ) against α·τ·Σ 1/(k+τ).
+void theory_lemma1_figures(const TheoryGroups& theory, const std::string& over, Writer& w) {
   for (const auto& [transform, g] : theory) {
     if (!g.arrays.count("lemma1_sum")) continue;
     // Per Δ one colour: the Monte Carlo total (points, with its exact standard error), Lemma 1's
@@ -703,6 +710,14 @@ void theory_figures(const TheoryGroups& theory, int64_t trials, Writer& w) {
                   "range start t (tokens)", "sum of exp(logit) over the range", true) +
                  fmt::format("plot {}", fmt::join(clauses, ", \\\n     ")));
   }
+}
+
+void theory_figures(const TheoryGroups& theory, int64_t trials, Writer& w) {
+  const std::string over = fmt::format("mean ± s.e. over {} trials", trials);
+  theory_context_figures(theory, over, w);
+  theory_band_figure(theory, over, w);
+  theory_range_figures(theory, over, w);
+  theory_lemma1_figures(theory, over, w);
 }
 
 }  // namespace
