@@ -27,7 +27,7 @@ struct FusedCpuConfig {
   int64_t block_k = 128;  // keys per tile (rounded up to a multiple of 64 bytes)
 };
 
-// q, k: (B, H, T, D), ALREADY rotated (method.h: apply_rotary); v: (B, H, T, D). CPU, float32 or
+// q, k: (B, H, T, D), ALREADY rotated (method_tensors.h: apply_rotary); v: (B, H, T, D). CPU, float32 or
 // float64 (all three the same dtype). head_scale: (H) learned multiplier (LogN's s_h) or
 // undefined (then mod.head_scale, if set, is read as a constant). alibi_slopes: (H) or undefined
 // (then mod.alibi_slope, if set). bias_params: (H, kBiasParams) learned bias parameters (KERPLE's

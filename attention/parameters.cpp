@@ -60,11 +60,14 @@ ParameterSpec p_rope_base() {
 }
 
 
-// The shortest text that reads back as x ("10", "0.0025"), as fmt's "{}" writes it, without fmt:
-// this file stays free of dependencies (the CUDA kernel test links it).
+// The shortest text that reads back as x, as fmt's "{}" writes it ("10", "100000", "0.0025";
+// exponents only outside [1e-4, 1e16), which a config would not hold), without fmt: this file
+// stays free of dependencies (the CUDA kernel test links it).
 std::string number(double x) {
-  char buf[32];
-  const auto end = std::to_chars(buf, buf + sizeof(buf), x).ptr;
+  char buf[64];
+  const double a = std::fabs(x);
+  const auto format = a == 0 || (a >= 1e-4 && a < 1e16) ? std::chars_format::fixed : std::chars_format::scientific;
+  const auto end = std::to_chars(buf, buf + sizeof(buf), x, format).ptr;
   return std::string(buf, end);
 }
 

@@ -50,7 +50,9 @@ struct ParameterSpec {
   // About L / value at the paper's own setting (L = 4096), 0 when the parameter has none:
   // `config show` notes a run whose ratio is far from it.
   double paper_ratio;
-  // Whether a (resolved) method reads it: otherwise it is not part of the run id and not checked.
+  // Whether a (resolved) method reads it: otherwise it is not part of the run id, and
+  // resolve_method leaves it unchecked (the config key still refuses a value outside the range:
+  // no method could use it).
   bool (*reads)(const Method& m);
 };
 

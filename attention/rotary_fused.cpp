@@ -1,4 +1,4 @@
-// apply_rotary as one pass over memory each way (method.h). Compiled with -fopenmp
+// apply_rotary as one pass over memory each way (method_tensors.h). Compiled with -fopenmp
 // -fno-trapping-math (attention/CMakeLists.txt), as the fused kernel is.
 //
 // Half-split pairs (x[k], x[k + D/2]) rotate by the angle of position t:

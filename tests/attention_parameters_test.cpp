@@ -134,5 +134,10 @@ TEST(AttentionParameters, LengthValueTextIsWhatAUserWrites) {
   EXPECT_EQ(attention::LengthValue::times_l(4).text(), "4L");
   EXPECT_EQ(attention::LengthValue::times_l(1.0 / 400).text(), "L/400");
   EXPECT_EQ(attention::LengthValue::times_l(0.3).text(), "0.3L");
+  // Written out in full, as a config holds them (no exponent: the config grammar has none for L).
+  EXPECT_EQ(attention::LengthValue(100000).text(), "100000");
+  EXPECT_EQ(attention::LengthValue(0.0001).text(), "0.0001");
+  EXPECT_EQ(attention::LengthValue::times_l(1e-5).text(), "L/100000");
+  EXPECT_EQ(attention::LengthValue::times_l(1e6).text(), "1000000L");
   EXPECT_DOUBLE_EQ(attention::LengthValue::times_l(1.0 / 400).resolve(4000), 10.0);
 }

@@ -218,9 +218,11 @@ void put_description(results::DatasetGroup& g, const Transform& m, const Entropy
                      const std::vector<int64_t>& contexts, const attention::StatsLayout& widest,
                      const attention::StatsLayout& range_layout) {
   g.attributes["transform"] = m.kind;
-  g.attributes["description"] = m.kind == "standard" ? "logit = s, s ~ N(0, 1) IID per key"
-                                : m.kind == "logn"   ? fmt::format("logit = {}*ln(N)*s", o.logn_scale)
-                                                     : fmt::format("logit = a_t*s + m_t, tau = {}", m.tau);
+  const std::string logit = m.kind == "standard" ? "logit = s, s ~ N(0, 1) IID per key"
+                            : m.kind == "logn"   ? fmt::format("logit = {}*ln(N)*s", o.logn_scale)
+                                                 : fmt::format("logit = a_t*s + m_t, tau = {}", m.tau);
+  // The statistics' units are the runs' (results/attention_group.h); where they are taken is here.
+  g.attributes["description"] = logit + "; entropy, recent_mass, band_*: per context N; range_*: at N = range_keys";
   if (m.kind == "scale-invariant") g.attributes["tau"] = double(m.tau);
   if (m.kind == "logn") g.attributes["logn_scale"] = double(o.logn_scale);
   g.attributes["range_keys"] = int64_t(o.range_keys);

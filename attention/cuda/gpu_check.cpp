@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "attention/cuda/binding.h"
-#include "attention/method.h"
+#include "attention/method_tensors.h"
 #include "attention/reference.h"
 #include "attention/score_mod.h"
 

@@ -162,9 +162,9 @@ KeySpec real_key(std::string path, Access access, double lo, double hi, bool lo_
 }
 
 // The key of a declared attention parameter (attention/parameters.h): its range is the row's.
-// An absolute value is checked against the row's minimum here; a value relative to L (`L/400`)
-// must be positive (0 where the row allows 0), since L is not known yet: resolve_method checks
-// the resolved value. The canonical form holds the resolved value.
+// An absolute value is checked against the row's minimum here, whether or not the run's method
+// reads it; a value relative to L (`L/400`) only for its sign (L is not known yet), and
+// resolve_method checks the resolved value. The canonical form holds the resolved value.
 template <class Access>
 KeySpec parameter_key(const attention::ParameterSpec& p, Access access) {
   KeySpec k;
@@ -176,7 +176,7 @@ KeySpec parameter_key(const attention::ParameterSpec& p, Access access) {
   const bool inclusive = p.min_inclusive, may_be_relative = p.may_be_relative;
   k.set = [=, path = k.path, expected = k.expected](RunConfig& c, const YAML::Node& n, const Location& at) {
     const ContextValue v = parse_context_value(n, at, path, expected);
-    const bool in_range = v.relative ? v.value > 0 || (v.value == 0 && inclusive && min <= 0)
+    const bool in_range = v.relative ? min < 0 || v.value > 0 || (v.value == 0 && inclusive && min == 0)
                                      : (inclusive ? v.value >= min : v.value > min);
     if (!in_range || !std::isfinite(v.value) || (v.relative && !may_be_relative))
       fail(at, path, fmt::format("expected {}, got '{}'", expected, n.Scalar()));
