@@ -17,7 +17,7 @@
 #include "analysis/plot_style.h"
 #include "analysis/run_set.h"
 #include "harness/config/schema.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 #include "results/hdf5_io.h"
 #include "sweeps/sweep_file.h"
 

@@ -10,7 +10,7 @@
 #include <set>
 #include <tuple>
 
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 #include "results/attention_group.h"
 #include "sweeps/sweep_file.h"
 

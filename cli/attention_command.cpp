@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "harness/config/engine_options.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 namespace harness::cli {
 

@@ -8,7 +8,7 @@
 #include "analysis/run_set.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 #include "sweeps/plan.h"
 
 namespace harness::cli {

@@ -5,9 +5,9 @@
 #include <exception>
 
 #include "cli/commands.h"
-#include "harness/util/build_info.h"
-#include "harness/util/process_setup.h"
-#include "harness/util/errors.h"
+#include "harness/common/build_info.h"
+#include "harness/common/process_setup.h"
+#include "harness/common/errors.h"
 
 namespace {
 

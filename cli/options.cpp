@@ -11,7 +11,7 @@
 
 #include "harness/dist/launcher.h"
 #include "harness/train/trainer.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 namespace harness::cli {
 

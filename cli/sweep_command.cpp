@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "results/run_paths.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 #include "harness/dist/world.h"
 #include "sweeps/plan.h"
 #include "sweeps/runner.h"

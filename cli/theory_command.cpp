@@ -16,8 +16,8 @@
 #include "analysis/critical_trained.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "harness/util/errors.h"
-#include "harness/util/progress.h"
+#include "harness/common/errors.h"
+#include "harness/common/progress.h"
 
 namespace fs = std::filesystem;
 

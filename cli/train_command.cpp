@@ -5,7 +5,7 @@
 #include "harness/dist/launcher.h"
 #include "harness/dist/world.h"
 #include "harness/tasks/task.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 namespace harness::cli {
 

@@ -8,7 +8,7 @@
 #include <regex>
 
 #include "harness/tasks/needle/needle_run.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 #include "results/run_paths.h"
 #include "results/run_file.h"
 #include "sweeps/run_lock.h"

@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 #include "results/run_file.h"
 #include "results/run_paths.h"
 

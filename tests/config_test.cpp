@@ -6,7 +6,7 @@
 
 #include "harness/config/engine_options.h"
 #include "harness/config/schema.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 using harness::InputError;
 using harness::config::config_hash;

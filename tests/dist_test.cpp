@@ -22,7 +22,7 @@
 #include "harness/dist/process_group.h"
 #include "harness/dist/world.h"
 #include "harness/train/checkpoint.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 #include "models/gpt.h"
 #include "models/optimizers.h"
 #include "results/run_file.h"

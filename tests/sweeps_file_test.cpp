@@ -9,7 +9,7 @@
 #include <sstream>
 #include <string>
 
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 #include "results/run_file.h"
 #include "results/run_paths.h"
 #include "sweeps/run_status.h"

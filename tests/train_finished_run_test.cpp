@@ -9,7 +9,7 @@
 #include "harness/train/evaluate.h"
 #include "harness/train/finished_run.h"
 #include "harness/train/trainer.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

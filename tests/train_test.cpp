@@ -14,7 +14,7 @@
 
 #include "harness/config/schema.h"
 #include "harness/train/trainer.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 #include "results/run_file.h"
 
 namespace fs = std::filesystem;

@@ -14,7 +14,7 @@
 #include <sstream>
 
 #include "harness/config/schema.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 namespace analysis {
 

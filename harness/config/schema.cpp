@@ -16,7 +16,7 @@
 
 #include "attention/method.h"
 #include "harness/config/engine_options.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 namespace harness::config {
 

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 namespace harness::data {
 namespace fs = std::filesystem;

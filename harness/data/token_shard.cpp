@@ -15,7 +15,7 @@
 #include <string>
 #include <system_error>
 
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 namespace harness::data {
 namespace fs = std::filesystem;

@@ -14,7 +14,7 @@
 #include <system_error>
 
 #include "harness/data/sentencepiece_library.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 namespace harness::data {
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 namespace harness::data {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 namespace harness::dist {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "harness/tasks/needle/needle_run.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 namespace harness {
 

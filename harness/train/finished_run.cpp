@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "harness/config/engine_options.h"
-#include "harness/util/errors.h"
+#include "harness/common/errors.h"
 
 namespace fs = std::filesystem;
 

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <thread>
 
-#include "harness/util/build_info.h"
-#include "harness/util/errors.h"
+#include "harness/common/build_info.h"
+#include "harness/common/errors.h"
 
 namespace fs = std::filesystem;
 

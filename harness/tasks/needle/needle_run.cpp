@@ -14,9 +14,9 @@
 #include "harness/train/checkpoint.h"
 #include "harness/train/finished_run.h"
 #include "harness/train/run_directory.h"
-#include "harness/util/errors.h"
-#include "harness/util/interrupt.h"
-#include "harness/util/progress.h"
+#include "harness/common/errors.h"
+#include "harness/common/interrupt.h"
+#include "harness/common/progress.h"
 #include "models/optimizers.h"
 #include "models/schedule.h"
 

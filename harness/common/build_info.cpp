@@ -1,4 +1,4 @@
-#include "harness/util/build_info.h"
+#include "harness/common/build_info.h"
 
 #include <fmt/format.h>
 #include <torch/version.h>

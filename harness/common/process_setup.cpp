@@ -1,4 +1,4 @@
-#include "harness/util/process_setup.h"
+#include "harness/common/process_setup.h"
 
 #include <malloc.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "harness/util/interrupt.h"
+#include "harness/common/interrupt.h"
 
 #include <atomic>
 #include <csignal>
