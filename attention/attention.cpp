@@ -31,8 +31,9 @@ constexpr bool kHaveCudaKernel =
       "'fused' (CPU tensors) or 'reference'");
 }
 
-// Std of s = scale·q·k over a fixed sample of causal pairs (see attention.h).
-double sampled_score_std(const torch::Tensor& q, const torch::Tensor& k, double scale) {
+// The raw scores s = scale·q·k over a fixed sample of causal pairs (see attention.h), computed
+// where q and k live: their std, and their count, sum and sum of squares added to the probe's.
+void sample_score_std(const torch::Tensor& q, const torch::Tensor& k, double scale, AttentionProbe& probe) {
   torch::NoGradGuard no_grad;
   constexpr int64_t kMaxPairs = 4096;
   const int64_t T = q.size(2);
@@ -52,11 +53,22 @@ double sampled_score_std(const torch::Tensor& q, const torch::Tensor& k, double 
       I.push_back(i), J.push_back(u - i * (i + 1) / 2);
     }
   }
-  const auto idx = torch::TensorOptions().dtype(torch::kLong).device(q.device());
-  const auto qi = q.index_select(2, torch::tensor(I, idx.device(torch::kCPU)).to(q.device()));
-  const auto kj = k.index_select(2, torch::tensor(J, idx.device(torch::kCPU)).to(q.device()));
+  const auto idx = torch::TensorOptions().dtype(torch::kLong);
+  const auto qi = q.index_select(2, torch::tensor(I, idx).to(q.device()));
+  const auto kj = k.index_select(2, torch::tensor(J, idx).to(q.device()));
   const auto s = (qi.to(torch::kFloat64) * kj.to(torch::kFloat64)).sum(-1) * scale;  // (B, H, S)
-  return s.numel() > 1 ? s.std().item<double>() : 0.0;
+  // One transfer: std, sum, sum of squares.
+  const auto stats = torch::stack({s.numel() > 1 ? s.std() : torch::zeros({}, s.options()), s.sum(),
+                                   s.square().sum()}).to(torch::kCPU);
+  const auto* v = stats.data_ptr<double>();
+  probe.score_std_value = v[0];
+  probe.score_count += double(s.numel());
+  probe.score_sum += v[1];
+  probe.score_sum_sq += v[2];
+}
+
+bool reduced(const torch::Tensor& t) {
+  return t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf;
 }
 
 }  // namespace
@@ -95,20 +107,43 @@ ScoreMod with_bias_params(ScoreMod mod, const torch::Tensor& params, std::vector
 }
 }  // namespace
 
+const RotaryTables& CausalAttentionImpl::cached_rotary_tables(int64_t context,
+                                                             const torch::TensorOptions& options) const {
+  // Keyed by context, device and dtype: a training step's layers and steps share one table.
+  const std::string key = std::to_string(context) + "/" + options.device().str() + "/" +
+                          std::string(c10::toString(c10::typeMetaToScalarType(options.dtype())));
+  auto found = rotary_cache_.find(key);
+  if (found != rotary_cache_.end()) return found->second;
+  if (rotary_cache_.size() >= 16) rotary_cache_.clear();  // bounded: a few contexts per run
+  return rotary_cache_.emplace(key, rotary_tables(method_, context, options)).first->second;
+}
+
+namespace {
+// Rotates x by `tables`; reduced-precision x is rotated in float32 and cast back (the tables
+// are float32 then), as mixed precision keeps position arithmetic out of bfloat16.
+torch::Tensor rotate_one(const torch::Tensor& x, const RotaryTables& tables) {
+  if (reduced(x)) return apply_rotary_fused(x.to(torch::kFloat), tables).to(x.scalar_type());
+  return apply_rotary_fused(x, tables);
+}
+torch::TensorOptions table_options(const torch::Tensor& x) {
+  return x.options().dtype(reduced(x) ? torch::kFloat : x.scalar_type());
+}
+}  // namespace
+
 std::pair<torch::Tensor, torch::Tensor> CausalAttentionImpl::rotate(const torch::Tensor& q,
                                                                     const torch::Tensor& k) const {
   if (!method_.rotary()) return {q, k};
-  const RotaryTables tables = rotary_tables(method_, q.size(2), q.options());
-  return {apply_rotary_fused(q, tables), apply_rotary_fused(k, tables)};
+  const RotaryTables& tables = cached_rotary_tables(q.size(2), table_options(q));
+  return {rotate_one(q, tables), rotate_one(k, tables)};
 }
 
 std::pair<torch::Tensor, torch::Tensor> CausalAttentionImpl::rotate_rows(
     const torch::Tensor& q, const torch::Tensor& k, int64_t start, int64_t context) const {
   if (!method_.rotary()) return {q, k};
-  const RotaryTables all = rotary_tables(method_, context, q.options());
+  const RotaryTables& all = cached_rotary_tables(context, table_options(q));
   const RotaryTables rows{all.cos.narrow(0, start, q.size(2)).contiguous(),
                           all.sin.narrow(0, start, q.size(2)).contiguous()};
-  return {apply_rotary_fused(q, rows), apply_rotary_fused(k, rows)};
+  return {rotate_one(q, rows), rotate_one(k, rows)};
 }
 
 torch::Tensor CausalAttentionImpl::attend_rows(const torch::Tensor& qr, const torch::Tensor& kr,
@@ -207,7 +242,7 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
     std::tie(qr, kr) = rotate_rows(q, k, 0, context);
   else if (!use_reference || probe)
     std::tie(qr, kr) = rotate(q, k);
-  if (probe && probe->score_std) probe->score_std_value = sampled_score_std(qr, kr, method_.score_scale);
+  if (probe && probe->score_std) sample_score_std(qr, kr, method_.score_scale, *probe);
   // KERPLE keeps its parameters above a floor, clamped before every forward as its code does.
   if (!bias_param_list.empty()) {
     torch::NoGradGuard no_grad;
@@ -231,14 +266,19 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
       throw std::invalid_argument(
           "CausalAttention::forward_with_lse: the CUDA kernel does not return LSE; use kernel "
           "'fused' on CPU tensors or 'reference'");
-    const torch::Tensor slopes =
-        alibi_slopes_.defined() ? alibi_slopes_.to(q.device(), torch::kFloat32) : torch::Tensor();
-    return {attention::cuda::fused_attention(qr, kr, v, mod, logn_scale, slopes,
+    if (alibi_slopes_.defined() && (!alibi_slopes_device_.defined() || alibi_slopes_device_.device() != q.device()))
+      alibi_slopes_device_ = alibi_slopes_.to(q.device(), torch::kFloat32);  // once per device
+    return {attention::cuda::fused_attention(qr, kr, v, mod, logn_scale, alibi_slopes_device_,
                                              params.defined() ? params.to(q.device()) : params),
             torch::Tensor()};
 #else
     no_cuda_kernel();
 #endif
+  }
+  if (reduced(q)) {  // the CPU kernel is float32 / float64: bfloat16 runs attend in float32
+    auto [o, lse] = fused_attention_cpu_with_lse(qr.to(torch::kFloat), kr.to(torch::kFloat),
+                                                 v.to(torch::kFloat), mod, logn_scale, alibi_slopes_, params);
+    return {o.to(q.scalar_type()), lse};
   }
   return fused_attention_cpu_with_lse(qr, kr, v, mod, logn_scale, alibi_slopes_, params);
 }

@@ -11,6 +11,7 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -95,9 +96,15 @@ struct CausalAttentionImpl : torch::nn::Module {
   torch::Tensor attend_rows(const torch::Tensor& qr, const torch::Tensor& kr, const torch::Tensor& v,
                             int64_t start, int64_t context) const;
 
+  // Rotary tables of `context` in `options`, built once and kept (on the device they are used
+  // on): not rebuilt in float64 on the host for every layer and step.
+  const RotaryTables& cached_rotary_tables(int64_t context, const torch::TensorOptions& options) const;
+
   MethodOptions options_;
   Method method_;
   torch::Tensor alibi_slopes_;
+  torch::Tensor alibi_slopes_device_;  // float32 copy on the CUDA kernel's device
+  mutable std::map<std::string, RotaryTables> rotary_cache_;
 };
 TORCH_MODULE(CausalAttention);
 

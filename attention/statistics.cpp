@@ -331,10 +331,11 @@ void AttentionStatsRecorder::add(const torch::Tensor& q, const torch::Tensor& k,
   for (int64_t r = 0; r < Q; ++r) row[r] = row_factor<double>(mod, int(first + r));
   for (int64_t h = 0; h < H; ++h) head[h] = mod.head_scale ? double(mod.head_scale[h]) : 1.0;
 
-  // Raw dot products of the sampled rows with every key: (B, H, Q, T), float64.
-  const auto qs = q.detach().narrow(2, first, Q).to(torch::kCPU, torch::kFloat64);
-  const auto ks = k.detach().to(torch::kCPU, torch::kFloat64);
-  const auto dots = torch::matmul(qs, ks.transpose(-2, -1)).contiguous();
+  // Raw dot products of the sampled rows with every key: (B, H, Q, T), float64, computed where
+  // q and k live (on a GPU: only the Q·T dots per head cross to the host, not k's T·D values).
+  const auto qs = q.detach().narrow(2, first, Q).to(torch::kFloat64);
+  const auto ks = k.detach().to(torch::kFloat64);
+  const auto dots = torch::matmul(qs, ks.transpose(-2, -1)).to(torch::kCPU).contiguous();
   const double* dot = dots.data_ptr<double>();
 
   // One task per (b, h): its rows in order, so the sums do not depend on the thread count.
@@ -361,6 +362,13 @@ void AttentionStatsRecorder::add(const torch::Tensor& q, const torch::Tensor& k,
     heads_[size_t(bh % H)].add(per_head[bh]);
     if (raw_scores_) scores_.merge(per_head_scores[bh]);
   }
+}
+
+double AttentionProbe::pooled_score_std() const {
+  if (score_count < 2) return 0.0;
+  const double mean = score_sum / score_count;
+  const double var = (score_sum_sq - score_count * mean * mean) / (score_count - 1);  // as torch's std
+  return std::sqrt(std::max(var, 0.0));
 }
 
 }  // namespace attention

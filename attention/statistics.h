@@ -122,6 +122,10 @@ class AttentionStatsRecorder {
 struct AttentionProbe {
   bool score_std = false;                   // measure the std of the raw scores s = scale·q·k
   double score_std_value = 0.0;             // out: that std (see CausalAttention::forward)
+  // out, summed over every pass this probe saw: the count, sum and sum of squares of the sampled
+  // raw scores, so that a caller pools the std over many batches (of any size) exactly.
+  double score_count = 0.0, score_sum = 0.0, score_sum_sq = 0.0;
+  double pooled_score_std() const;          // from the sums above; 0 with fewer than 2 scores
   AttentionStatsRecorder* stats = nullptr;  // add this pass's statistics (entropy, bands, ranges)
 };
 

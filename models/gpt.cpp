@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "models/chunked_loss.h"
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -35,7 +37,44 @@ torch::nn::Linear linear(int64_t in, int64_t out) {
   return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
 }
 
+bool reduced(torch::ScalarType t) { return t == torch::kBFloat16 || t == torch::kHalf; }
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// A block whose activations are recomputed in the backward (PyTorch's reentrant checkpoint):
+// the forward runs without a graph and keeps only the block's input; the backward reruns the
+// block with a graph and back-propagates through it, which accumulates the parameters'
+// gradients (and fires their hooks) exactly as the plain backward does, and returns the input's.
+// The block is deterministic (no dropout), so the recomputation is the forward pass itself.
+class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, BlockImpl* block) {
+    ctx->save_for_backward({x});
+    ctx->saved_data["block"] = reinterpret_cast<int64_t>(block);  // the model outlives its graph
+    return block->forward(x);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto* block = reinterpret_cast<BlockImpl*>(ctx->saved_data["block"].toInt());
+    const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    torch::Tensor y;
+    {
+      torch::AutoGradMode enable(true);
+      y = block->forward(x);
+    }
+    torch::autograd::backward({y}, {grads[0]});
+    return {x.grad(), torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+torch::Tensor apply_linear(torch::nn::Linear& layer, const torch::Tensor& x,
+                           torch::ScalarType compute) {
+  if (!reduced(compute)) return layer->forward(x);
+  return torch::linear(x.to(compute), layer->weight.to(compute));
+}
 
 void validate(const GPTOptions& o) {
   if (o.vocab_size <= 0) throw std::invalid_argument(bad("vocab_size", "must be > 0"));
@@ -52,7 +91,7 @@ void validate(const GPTOptions& o) {
 // ---------------------------------------------------------------------------------------------
 
 AttentionBlockImpl::AttentionBlockImpl(const GPTOptions& options, int64_t /*layer*/)
-    : heads(options.heads), head_dim(options.head_dim) {
+    : heads(options.heads), head_dim(options.head_dim), compute(options.compute_dtype) {
   const int64_t C = options.d_model, HD = options.heads * options.head_dim;
   q = register_module("q", linear(C, HD));
   k = register_module("k", linear(C, HD));
@@ -74,10 +113,11 @@ torch::Tensor AttentionBlockImpl::forward_cached(const torch::Tensor& x, torch::
   auto split = [&](const torch::Tensor& t) {  // (B, n, H·D) → (B, H, n, D)
     return t.view({B, n, heads, head_dim}).transpose(1, 2);
   };
-  auto y = core->forward_cached(rms_norm(split(q(x))), rms_norm(split(k(x))), split(v(x)),
-                                k_cache, v_cache, context);  // (B, H, n, D)
+  auto y = core->forward_cached(rms_norm(split(apply_linear(q, x, compute))),
+                                rms_norm(split(apply_linear(k, x, compute))),
+                                split(apply_linear(v, x, compute)), k_cache, v_cache, context);  // (B, H, n, D)
   y = y.transpose(1, 2).contiguous().view({B, n, heads * head_dim});  // (B, n, H·D)
-  return o(y);                                                         // (B, n, C)
+  return apply_linear(o, y, compute);                                  // (B, n, C)
 }
 
 torch::Tensor AttentionBlockImpl::forward(const torch::Tensor& x, int64_t context,
@@ -87,15 +127,15 @@ torch::Tensor AttentionBlockImpl::forward(const torch::Tensor& x, int64_t contex
   auto split = [&](const torch::Tensor& t) {
     return t.view({B, T, heads, head_dim}).transpose(1, 2);
   };
-  auto qh = rms_norm(split(q(x)));  // QK-norm over head_dim, no gain
-  auto kh = rms_norm(split(k(x)));
-  auto vh = split(v(x));
+  auto qh = rms_norm(split(apply_linear(q, x, compute)));  // QK-norm over head_dim, no gain
+  auto kh = rms_norm(split(apply_linear(k, x, compute)));
+  auto vh = split(apply_linear(v, x, compute));
   auto y = context > 0 ? core->forward_at(qh, kh, vh, context, probe) : core(qh, kh, vh, probe);  // (B, H, T, D)
   y = y.transpose(1, 2).contiguous().view({B, T, heads * head_dim});  // (B, T, H·D)
-  return o(y);                                                         // (B, T, C)
+  return apply_linear(o, y, compute);                                  // (B, T, C)
 }
 
-MLPImpl::MLPImpl(const GPTOptions& options) {
+MLPImpl::MLPImpl(const GPTOptions& options) : compute(options.compute_dtype) {
   const int64_t C = options.d_model, M = mlp_hidden(options);
   fc = register_module("fc", linear(C, M));
   proj = register_module("proj", linear(M, C));
@@ -104,7 +144,7 @@ MLPImpl::MLPImpl(const GPTOptions& options) {
 }
 
 torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
-  return proj(relu_squared(fc(x)));  // (B, T, M) → (B, T, C)
+  return apply_linear(proj, relu_squared(apply_linear(fc, x, compute)), compute);  // (B, T, M) → (B, T, C)
 }
 
 BlockImpl::BlockImpl(const GPTOptions& options, int64_t layer) {
@@ -140,52 +180,85 @@ GPTImpl::GPTImpl(GPTOptions options) : options_(std::move(options)) {
   init_zero(head);
 }
 
-torch::Tensor GPTImpl::forward(const torch::Tensor& tokens) {
-  TORCH_CHECK(tokens.dim() == 2, "GPT::forward: tokens must be (B, T), got ", tokens.sizes());
-  TORCH_CHECK(tokens.scalar_type() == torch::kLong, "GPT::forward: tokens must be int64");
-  auto x = rms_norm(embed(tokens));  // (B, T, C)
-  for (auto& block : block_list) x = block(x);
-  return head(rms_norm(x));  // (B, T, V)
+namespace {
+void check_tokens(const torch::Tensor& tokens, const char* where) {
+  TORCH_CHECK(tokens.dim() == 2, "GPT::", where, ": tokens must be (B, T), got ", tokens.sizes());
+  TORCH_CHECK(tokens.scalar_type() == torch::kLong, "GPT::", where, ": tokens must be int64");
+}
+}  // namespace
+
+torch::Tensor GPTImpl::logits(const torch::Tensor& features) {
+  auto y = apply_linear(head, features, options_.compute_dtype);  // (B, T, V)
+  return reduced(options_.compute_dtype) ? y.to(torch::kFloat) : y;  // bf16 logits read as float32
 }
 
+torch::ScalarType GPTImpl::head_gemm_dtype() const {
+  return reduced(options_.compute_dtype) ? options_.compute_dtype : head->weight.scalar_type();
+}
+
+int64_t GPTImpl::loss_chunk_rows() const {
+  return options_.loss_chunk_rows > 0 ? options_.loss_chunk_rows
+                                      : default_loss_chunk_rows(options_.vocab_size);
+}
+
+torch::Tensor GPTImpl::features(const torch::Tensor& tokens, std::vector<attention::AttentionProbe>* probes) {
+  check_tokens(tokens, "forward");
+  TORCH_CHECK(!probes || probes->size() == block_list.size(), "GPT::forward: ", probes ? probes->size() : 0,
+              " probes for ", block_list.size(), " layers");
+  const bool checkpoint = options_.activation_checkpointing && is_training() &&
+                          torch::GradMode::is_enabled() && !probes;
+  auto x = rms_norm(embed(tokens));  // (B, T, C)
+  for (size_t l = 0; l < block_list.size(); ++l) {
+    if (checkpoint)
+      x = CheckpointedBlock::apply(x, block_list[l].get());
+    else
+      x = block_list[l]->forward(x, 0, probes ? &(*probes)[l] : nullptr);
+  }
+  return rms_norm(x);  // (B, T, C)
+}
+
+torch::Tensor GPTImpl::forward(const torch::Tensor& tokens) { return logits(features(tokens)); }
+
 torch::Tensor GPTImpl::forward(const torch::Tensor& tokens, int64_t context) {
-  TORCH_CHECK(tokens.dim() == 2, "GPT::forward: tokens must be (B, T), got ", tokens.sizes());
-  TORCH_CHECK(tokens.scalar_type() == torch::kLong, "GPT::forward: tokens must be int64");
+  check_tokens(tokens, "forward");
   TORCH_CHECK(context >= tokens.size(1), "GPT::forward: context ", context,
               " is shorter than the tokens (", tokens.size(1), ")");
   auto x = rms_norm(embed(tokens));  // (B, T, C)
   for (auto& block : block_list) x = block->forward(x, context);
-  return head(rms_norm(x));  // (B, T, V)
+  return logits(rms_norm(x));  // (B, T, V)
 }
 
 torch::Tensor GPTImpl::forward(const torch::Tensor& tokens, std::vector<attention::AttentionProbe>& probes) {
-  TORCH_CHECK(tokens.dim() == 2, "GPT::forward: tokens must be (B, T), got ", tokens.sizes());
-  TORCH_CHECK(tokens.scalar_type() == torch::kLong, "GPT::forward: tokens must be int64");
-  TORCH_CHECK(probes.size() == block_list.size(), "GPT::forward: ", probes.size(), " probes for ",
-              block_list.size(), " layers");
-  auto x = rms_norm(embed(tokens));  // (B, T, C)
-  for (size_t l = 0; l < block_list.size(); ++l) x = block_list[l]->forward(x, 0, &probes[l]);
-  return head(rms_norm(x));  // (B, T, V)
+  return logits(features(tokens, &probes));
 }
 
 torch::Tensor GPTImpl::forward_cached(const torch::Tensor& tokens, KVCache& cache) {
-  TORCH_CHECK(tokens.dim() == 2, "GPT::forward_cached: tokens must be (B, n), got ", tokens.sizes());
-  TORCH_CHECK(tokens.scalar_type() == torch::kLong, "GPT::forward_cached: tokens must be int64");
+  check_tokens(tokens, "forward_cached");
   cache.k.resize(block_list.size());
   cache.v.resize(block_list.size());
   auto x = rms_norm(embed(tokens));  // (B, n, C)
   for (size_t l = 0; l < block_list.size(); ++l)
     x = block_list[l]->forward_cached(x, cache.k[l], cache.v[l], cache.context);
-  return head(rms_norm(x));  // (B, n, V)
+  return logits(rms_norm(x));  // (B, n, V)
 }
 
 torch::Tensor GPTImpl::loss(const torch::Tensor& tokens_in, const torch::Tensor& targets) {
   TORCH_CHECK(targets.sizes() == tokens_in.sizes(), "GPT::loss: targets ", targets.sizes(),
               " must match tokens ", tokens_in.sizes());
-  auto logits = forward(tokens_in);  // (B, T, V)
-  const auto V = logits.size(-1);
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, V}).to(torch::kFloat),
-                                              targets.reshape({-1}));
+  const auto h = features(tokens_in);  // (B, T, C)
+  return chunked_cross_entropy(h.reshape({-1, h.size(-1)}), head->weight, targets.reshape({-1}),
+                               head_gemm_dtype(), loss_chunk_rows());
+}
+
+torch::Tensor GPTImpl::position_losses(const torch::Tensor& tokens_in, const torch::Tensor& targets,
+                                       std::vector<attention::AttentionProbe>* probes) {
+  TORCH_CHECK(targets.sizes() == tokens_in.sizes(), "GPT::position_losses: targets ", targets.sizes(),
+              " must match tokens ", tokens_in.sizes());
+  torch::NoGradGuard no_grad;
+  const auto h = features(tokens_in, probes);  // (B, T, C)
+  return chunked_nll(h.reshape({-1, h.size(-1)}), head->weight, targets.reshape({-1}),
+                     head_gemm_dtype(), loss_chunk_rows())
+      .view(targets.sizes());  // (B, T)
 }
 
 int64_t GPTImpl::num_parameters() const {

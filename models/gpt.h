@@ -45,6 +45,15 @@ struct GPTOptions {
   int64_t heads = 4;
   int64_t head_dim = 32;   // q/k/v project d_model → heads·head_dim (need not equal d_model)
   double mlp_ratio = 4.0;  // MLP hidden = round(mlp_ratio · d_model)
+  // Mixed precision: kBFloat16 runs every matmul (projections, MLP, head) and the attention
+  // kernel in bfloat16 from the float32 master weights, as autocast does; norms, the residual
+  // stream, the softmax statistics and the loss stay float32. kFloat32: everything in the
+  // parameters' own dtype.
+  torch::ScalarType compute_dtype = torch::kFloat32;
+  // Recompute each block's activations in the backward instead of keeping them (training only):
+  // the same gradients, memory of one block's activations plus each block's input.
+  bool activation_checkpointing = false;
+  int64_t loss_chunk_rows = 0;  // rows of logits at once in loss(); 0: default_loss_chunk_rows(V)
   // The attention method. Its `heads` and `head_dim` are overwritten with the model's; the rest
   // (method, τ, bases, train_context, kernel) is passed through unchanged.
   attention::MethodOptions attention;
@@ -75,6 +84,7 @@ struct AttentionBlockImpl : torch::nn::Module {
                                torch::Tensor& v_cache, int64_t context);
 
   int64_t heads, head_dim;
+  torch::ScalarType compute;  // GPTOptions::compute_dtype
   torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, o{nullptr};
   attention::CausalAttention core{nullptr};
 };
@@ -84,6 +94,7 @@ struct MLPImpl : torch::nn::Module {
   explicit MLPImpl(const GPTOptions& options);
   torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) → (B, T, C), ReLU²
 
+  torch::ScalarType compute;  // GPTOptions::compute_dtype
   torch::nn::Linear fc{nullptr}, proj{nullptr};
 };
 TORCH_MODULE(MLP);
@@ -118,8 +129,18 @@ struct GPTImpl : torch::nn::Module {
   // cache. The logits equal those of forward(all tokens so far, cache.context) at these rows.
   torch::Tensor forward_cached(const torch::Tensor& tokens, KVCache& cache);
 
-  // Mean next-token cross-entropy (nats) of forward(tokens_in) against targets (B, T) int64.
+  // The final normalised hidden states (B, T, C) the head reads: forward without the head.
+  // probes: none, or one per layer (as forward).
+  torch::Tensor features(const torch::Tensor& tokens,
+                         std::vector<attention::AttentionProbe>* probes = nullptr);
+
+  // Mean next-token cross-entropy (nats) of forward(tokens_in) against targets (B, T) int64,
+  // through the head a chunk of rows at a time (models/chunked_loss.h): no (B, T, V) tensor.
   torch::Tensor loss(const torch::Tensor& tokens_in, const torch::Tensor& targets);
+  // Per-position losses (B, T) float32 of forward(tokens_in, probes) against targets, chunked
+  // and without gradient (validation).
+  torch::Tensor position_losses(const torch::Tensor& tokens_in, const torch::Tensor& targets,
+                                std::vector<attention::AttentionProbe>* probes = nullptr);
 
   const GPTOptions& options() const { return options_; }
   int64_t num_parameters() const;
@@ -130,8 +151,17 @@ struct GPTImpl : torch::nn::Module {
   torch::nn::Linear head{nullptr};
 
  private:
+  torch::Tensor logits(const torch::Tensor& features);  // (B, T, C) → (B, T, V) float32
+  int64_t loss_chunk_rows() const;
+  torch::ScalarType head_gemm_dtype() const;  // compute_dtype when reduced, else the weights'
+
   GPTOptions options_;
 };
 TORCH_MODULE(GPT);
+
+// x·Wᵀ in `compute`: with kBFloat16, x and the (float32 master) weight cast to bfloat16 — a
+// differentiable copy, as autocast makes — else the layer as it is.
+torch::Tensor apply_linear(torch::nn::Linear& layer, const torch::Tensor& x,
+                           torch::ScalarType compute);
 
 }  // namespace models

@@ -174,6 +174,9 @@ Tensor rms_norm_composed(const Tensor& x, double eps) {
 Tensor relu_squared_composed(const Tensor& x) { return at::relu(x).square(); }
 
 Tensor rms_norm(const Tensor& x, double eps) {
+  // bfloat16 / half (mixed precision): the statistics in float32, as autocast runs norms.
+  if (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf)
+    return rms_norm(x.to(at::kFloat), eps).to(x.scalar_type());
   return fusable(x) ? RMSNormFunction::apply(x, eps) : rms_norm_composed(x, eps);
 }
 

@@ -13,7 +13,7 @@
 namespace models {
 
 // RMSNorm over the last dimension, no learned gain: y = x / sqrt(mean(x²) + eps).
-// Any strides in (e.g. a (B, H, T, D) transposed view of (B, T, H·D)); contiguous out.
+// bfloat16 / half in: computed in float32, returned in the input's dtype. Any strides in (e.g. a (B, H, T, D) transposed view of (B, T, H·D)); contiguous out.
 torch::Tensor rms_norm(const torch::Tensor& x, double eps = 1e-6);
 
 // relu(x)².
