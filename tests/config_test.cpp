@@ -210,3 +210,44 @@ TEST(Config, NumbersTooLargeForADoubleAreLocatedErrors) {
     EXPECT_NE(std::string(e.what()).find("big.yaml:2:8: attention.tau: expected"), std::string::npos) << e.what();
   }
 }
+
+TEST(Config, CudaKernelHeadDimensionIsCheckedWhereItIsWritten) {
+  // d_model 96 / heads 2 = 48: not a head dimension the CUDA kernel has.
+  std::string msg = error_of("model:\n  d_model: 96\n  heads: 2\nattention:\n  kernel: cuda\n");
+  EXPECT_NE(msg.find("cfg.yaml:5:11: attention.kernel:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("supports model.head_dim 64 or 128; this run has head_dim 48 (d_model 96 / heads 2)"),
+            std::string::npos) << msg;
+  msg = error_of("model:\n  head_dim: 96\nrun:\n  device: cuda\n");  // fused on CUDA runs the CUDA kernel
+  EXPECT_NE(msg.find("cfg.yaml:2:13: model.head_dim:"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("attention.kernel: fused on run.device: cuda"), std::string::npos) << msg;
+  // Supported dimensions, and any dimension with the reference kernel or on the CPU, load.
+  EXPECT_EQ(error_of("model: {d_model: 256, heads: 2}\nattention: {kernel: cuda}\n"), "<no error>");
+  EXPECT_EQ(error_of("model: {d_model: 96, heads: 2}\nattention: {kernel: reference}\nrun: {device: cuda}\n"),
+            "<no error>");
+  EXPECT_EQ(error_of("model: {d_model: 96, heads: 2}\n"), "<no error>");
+}
+
+TEST(Config, PrecisionAndMemoryKeys) {
+  const auto bf16 = load_run_config_text(
+      "train: {precision: bf16, activation_checkpointing: true}\neval: {max_batch_tokens: 4096}\nrun: {tf32: true}\n",
+      "cfg.yaml");
+  EXPECT_EQ(bf16.config.train.precision, "bf16");
+  EXPECT_TRUE(bf16.config.train.activation_checkpointing);
+  EXPECT_EQ(bf16.config.eval.max_batch_tokens, 4096);
+  EXPECT_TRUE(bf16.config.run.tf32);
+  EXPECT_EQ(harness::config::gpt_options(bf16.config, 256).compute_dtype, torch::kBFloat16);
+  // Precision is part of the run id; how memory is spent and TF32 are not (the run's identity is
+  // its maths; TF32 is a device setting like run.threads).
+  const auto plain = load_run_config_text("", "cfg.yaml");
+  const auto memory = load_run_config_text(
+      "train: {activation_checkpointing: true}\neval: {max_batch_tokens: 4096}\nrun: {tf32: true}\n", "cfg.yaml");
+  EXPECT_NE(config_hash(bf16.config), config_hash(plain.config));
+  EXPECT_EQ(config_hash(memory.config), config_hash(plain.config));
+  EXPECT_EQ(config_hash(load_run_config_text("train: {precision: fp32}\n", "cfg.yaml").config),
+            config_hash(plain.config));
+  std::string msg = error_of("train:\n  precision: fp16\n");
+  EXPECT_NE(msg.find("cfg.yaml:2:14: train.precision: 'fp16' is not valid; expected one of: fp32, bf16"),
+            std::string::npos) << msg;
+  msg = error_of("train:\n  activation_checkpointing: maybe\n");
+  EXPECT_NE(msg.find("train.activation_checkpointing: expected true or false, got 'maybe'"), std::string::npos) << msg;
+}

@@ -68,3 +68,31 @@ TEST(FinishedRun, UnfinishedAndMissingRunsAreInputErrors) {
   fs::create_directories(tmp.path / "empty");
   EXPECT_THROW(harness::train::open_finished_run((tmp.path / "empty").string()), harness::InputError);
 }
+
+TEST(Evaluate, SplittingAContextsBatchChangesNothing) {
+  test_support::TempDir tmp;
+  const auto config = tiny_config(tmp.path / "cache");
+  ASSERT_EQ(train(config, tmp.path / "run").state, results::RunState::kDone);
+  auto run = harness::train::open_finished_run((tmp.path / "run").string());
+  const int64_t T = 64;
+  const auto windows = run.dataset->eval_windows(T, 6, 7);
+  // eval.max_batch_tokens = 2T: batches of 2 windows (3 forwards) instead of one forward of 6.
+  EXPECT_EQ(harness::train::eval_batch_windows(6, 2 * T, T), 2);
+  EXPECT_EQ(harness::train::eval_batch_windows(6, T - 1, T), 1);  // at least one window
+  EXPECT_EQ(harness::train::eval_batch_windows(6, 0, T), 6);      // no limit
+  EXPECT_EQ(harness::train::eval_batch_windows(4, 1 << 20, T), 4);
+  const auto whole = harness::train::evaluate(run.model, windows, 6, 4, torch::kCPU, 8);
+  const auto split = harness::train::evaluate(run.model, windows, harness::train::eval_batch_windows(6, 2 * T, T),
+                                              4, torch::kCPU, 8);
+  // Equal to float32 rounding: another batch size reorders the float32 GEMMs' sums (~1e-7).
+  EXPECT_NEAR(split.loss, whole.loss, 1e-6);
+  for (size_t b = 0; b < whole.position_loss.size(); ++b) EXPECT_NEAR(split.position_loss[b], whole.position_loss[b], 1e-6);
+  // The raw scores' std is pooled over every sampled score, so the split leaves it too.
+  ASSERT_EQ(split.score_std.size(), 1u);
+  EXPECT_NEAR(split.score_std[0], whole.score_std[0], 1e-6 * whole.score_std[0]);
+  EXPECT_GT(whole.score_std[0], 0.0);
+  const auto& entropy = whole.attention.arrays.at("entropy");
+  const auto& entropy_split = split.attention.arrays.at("entropy");
+  ASSERT_EQ(entropy.values.size(), entropy_split.values.size());
+  for (size_t i = 0; i < entropy.values.size(); ++i) EXPECT_NEAR(entropy_split.values[i], entropy.values[i], 1e-6);
+}

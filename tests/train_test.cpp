@@ -187,3 +187,36 @@ TEST(TrainCli, BadInputExitsTwoAndWritesNothing) {
   EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2);
   EXPECT_FALSE(fs::exists(out));
 }
+
+TEST(Train, BFloat16MixedPrecisionFollowsFloat32Over100Steps) {
+  // Same data, seed and initial weights; bf16 matmuls perturb every step by ~1e-2 relative, so
+  // the trajectories drift apart slowly but must stay together: within 0.1 nats/byte at every
+  // step and 0.05 on average over the last 20 (both runs fall from ln 256 = 5.5 to ~2.5).
+  auto fp32 = tiny_config(100);
+  fp32.config.eval.every = 0;
+  auto bf16 = fp32;
+  harness::config::apply_override(bf16, "train.precision", YAML::Load("bf16"), {"test", 0, 0});
+  harness::config::resolve_and_validate(bf16);
+  EXPECT_NE(harness::config::config_hash(bf16.config), harness::config::config_hash(fp32.config));
+  // fp32 is the default and leaves the run id as it was before the key existed.
+  EXPECT_EQ(harness::config::canonical_text(fp32.config, true).find("train.precision"), std::string::npos);
+
+  const auto a_dir = scratch("fp32"), b_dir = scratch("bf16");
+  ASSERT_EQ(run(fp32, a_dir).state, results::RunState::kDone);
+  ASSERT_EQ(run(bf16, b_dir).state, results::RunState::kDone);
+  const auto a = results::read_run_file((a_dir / "run.h5").string());
+  const auto b = results::read_run_file((b_dir / "run.h5").string());
+  EXPECT_EQ(b.config.at("precision"), "bf16");
+  EXPECT_EQ(a.config.at("precision"), "fp32");
+  ASSERT_EQ(a.train.loss.size(), 100u);
+  ASSERT_EQ(b.train.loss.size(), 100u);
+  double max_gap = 0, tail_gap = 0;
+  for (size_t i = 0; i < 100; ++i) {
+    max_gap = std::max(max_gap, std::fabs(a.train.loss[i] - b.train.loss[i]));
+    if (i >= 80) tail_gap += std::fabs(a.train.loss[i] - b.train.loss[i]) / 20;
+  }
+  EXPECT_LT(max_gap, 0.1);
+  EXPECT_LT(tail_gap, 0.05);
+  EXPECT_LT(b.train.loss.back(), b.train.loss.front() - 2.0);
+  for (const auto& [T, rows] : a.eval) EXPECT_NEAR(b.eval.at(T).loss.back(), rows.loss.back(), 0.1) << T;
+}

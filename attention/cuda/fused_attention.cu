@@ -17,6 +17,7 @@
 // distance terms in shared memory (127 transcendental evaluations instead of 4096), and each row's
 // head_scale · row_factor · scale lives in a register (forward) or shared memory (backward).
 #include "attention/cuda/fused_attention.cuh"
+#include "attention/cuda/kernel_limits.h"
 
 #include <cuda_bf16.h>
 
@@ -692,7 +693,7 @@ cudaError_t launch_backward(const FusedArgs& args, cudaStream_t stream) {
 }  // namespace
 
 bool fused_attention_supported(int head_dim, DType dtype) {
-  return (head_dim == 64 || head_dim == 128) && (dtype == DType::kFloat32 || dtype == DType::kBFloat16);
+  return supported_head_dim(head_dim) && (dtype == DType::kFloat32 || dtype == DType::kBFloat16);
 }
 
 cudaError_t fused_attention_forward(const FusedArgs& args, cudaStream_t stream) {

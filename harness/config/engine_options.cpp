@@ -36,6 +36,8 @@ models::GPTOptions gpt_options(const RunConfig& c, int64_t vocab_size) {
   g.head_dim = c.model.head_dim;
   g.mlp_ratio = c.model.mlp_ratio;
   g.attention = method_options(c);
+  g.compute_dtype = c.train.precision == "bf16" ? torch::kBFloat16 : torch::kFloat32;
+  g.activation_checkpointing = c.train.activation_checkpointing;
   return g;
 }
 

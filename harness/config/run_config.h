@@ -50,6 +50,8 @@ struct RunConfig {
     int64_t steps = 300;
     uint64_t seed = 0;
     double grad_clip = 0.0;        // 0: off
+    std::string precision = "fp32";  // fp32 | bf16 (mixed precision; in the run id when bf16)
+    bool activation_checkpointing = false;  // recompute blocks in the backward (not in the run id)
   } train;
 
   models::OptimOptions optim;  // optim.* (eps is not a key); lr_hidden unset: the optimiser's own
@@ -63,6 +65,8 @@ struct RunConfig {
     int64_t batch_size = 4;
     int64_t position_buckets = 8;   // mean loss per bucket of positions within the window
     uint64_t seed = 1234;           // placement of validation windows (shared across runs)
+    int64_t max_batch_tokens = 65536;  // a context's batches split to at most this many tokens
+                                       // per forward (at least one window; not in the run id)
     int64_t attention_queries = kDefaultAttentionQueries;  // statistics of the last N positions per window; 0: off
   } eval;
 
@@ -91,6 +95,7 @@ struct RunConfig {
     int64_t checkpoint_every = 100; // 0: only at the end
     std::string device = "cpu";     // cpu | cuda
     double dist_timeout = 60.0;     // seconds a data-parallel rank waits for the others
+    bool tf32 = false;              // CUDA fp32 matmuls on TF32 tensor cores
   } run;
 
   // Resolved values (relative ones against train.context).

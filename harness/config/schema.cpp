@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "attention/cuda/kernel_limits.h"
 #include "attention/method.h"
 #include "harness/config/engine_options.h"
 #include "harness/common/errors.h"
@@ -220,6 +221,27 @@ KeySpec choice_key(std::string path, Access access, std::function<std::vector<st
 }
 
 template <class Access>
+KeySpec bool_key(std::string path, Access access, std::string help, bool affects_results = true) {
+  KeySpec k;
+  k.path = path;
+  k.expected = "true or false";
+  k.help = std::move(help);
+  k.affects_results = affects_results;
+  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
+    const std::string& s = require_scalar(n, at, path, k.expected).Scalar();
+    if (s == "true" || s == "yes" || s == "on") {
+      access(c) = true;
+    } else if (s == "false" || s == "no" || s == "off") {
+      access(c) = false;
+    } else {
+      fail(at, path, fmt::format("expected {}, got '{}'", k.expected, s));
+    }
+  };
+  k.get = [=](const RunConfig& c) { return std::string(access(const_cast<RunConfig&>(c)) ? "true" : "false"); };
+  return k;
+}
+
+template <class Access>
 KeySpec string_key(std::string path, Access access, std::string help, bool affects_results = true) {
   KeySpec k;
   k.path = path;
@@ -398,6 +420,17 @@ std::vector<KeySpec> build_schema() {
                           std::numeric_limits<int64_t>::max(), "initialisation and data order"));
   s.push_back(real_key("train.grad_clip", [](auto& c) -> auto& { return c.train.grad_clip; }, 0.0,
                        1e9, false, "clip the global gradient norm; 0: off"));
+  // Part of the run id only when not fp32: runs from before the key keep their ids.
+  s.push_back(read_when(
+      choice_key("train.precision", [](auto& c) -> auto& { return c.train.precision; },
+                 [] { return std::vector<std::string>{"fp32", "bf16"}; },
+                 "fp32, or bf16 mixed precision (float32 master weights, optimiser, norms and "
+                 "loss; bfloat16 matmuls and attention)"),
+      [](const RunConfig& c) { return c.train.precision != "fp32"; }));
+  s.push_back(bool_key("train.activation_checkpointing",
+                       [](auto& c) -> auto& { return c.train.activation_checkpointing; },
+                       "recompute each block's activations in the backward (same gradients, less "
+                       "memory)", false));
   // Optimiser and schedule.
   s.push_back(choice_key("optim.name", [](auto& c) -> auto& { return c.optim.name; },
                          optimizer_names, "Muon for hidden matrices + Adam, or AdamW for all"));
@@ -465,6 +498,12 @@ std::vector<KeySpec> build_schema() {
   s.push_back(integer_key("eval.seed", [](auto& c) -> auto& { return c.eval.seed; }, 0,
                           std::numeric_limits<int64_t>::max(),
                           "placement of validation windows (keep equal across compared runs)"));
+  s.push_back(integer_key("eval.max_batch_tokens",
+                          [](auto& c) -> auto& { return c.eval.max_batch_tokens; }, 1,
+                          int64_t(1) << 40,
+                          "tokens per validation forward: a context's eval.batch_size windows are "
+                          "split into forwards of at most this many tokens (at least one window)",
+                          false));
   s.push_back(integer_key("eval.attention_queries",
                           [](auto& c) -> auto& { return c.eval.attention_queries; }, 0, 4096,
                           "attention statistics (entropy, mass by distance) of the last N positions "
@@ -529,6 +568,9 @@ std::vector<KeySpec> build_schema() {
   s.push_back(choice_key("run.device", [](auto& c) -> auto& { return c.run.device; },
                          [] { return std::vector<std::string>{"cpu", "cuda"}; },
                          "where to train (cuda needs a LibTorch built with CUDA)", false));
+  s.push_back(bool_key("run.tf32", [](auto& c) -> auto& { return c.run.tf32; },
+                       "CUDA: float32 matmuls on TF32 tensor cores (fp32 runs only; no effect on "
+                       "the CPU)", false));
   s.push_back(real_key("run.dist_timeout", [](auto& c) -> auto& { return c.run.dist_timeout; }, 1.0,
                        86400.0, false, "data parallel: seconds a rank waits for the others (rendezvous, "
                        "collectives) before it fails naming the lost rank", false));
@@ -716,6 +758,20 @@ void resolve_and_validate(LoadedConfig& loaded) {
     c.model.head_dim = c.model.d_model / c.model.heads;
   }
   if (!loaded.where.count("optim.lr_hidden")) c.optim.lr_hidden = default_hidden_lr(c.optim.name);
+  // The CUDA kernel runs with kernel: cuda, and with kernel: fused on run.device: cuda.
+  const bool cuda_kernel = c.attention.kernel == "cuda" || (c.attention.kernel == "fused" && c.run.device == "cuda");
+  if (cuda_kernel && !attention::cuda::supported_head_dim(c.model.head_dim))
+    fail_at(loaded.where.count("model.head_dim")    ? "model.head_dim"
+            : loaded.where.count("attention.kernel") ? "attention.kernel"
+                                                      : "model.d_model",
+            fmt::format("the CUDA attention kernel (attention.kernel: {}{}) supports model.head_dim "
+                        "{}; this run has head_dim {}{}. Choose one of those, or attention.kernel: "
+                        "reference",
+                        c.attention.kernel, c.attention.kernel == "fused" ? " on run.device: cuda" : "",
+                        fmt::join(attention::cuda::kSupportedHeadDims, " or "), c.model.head_dim,
+                        loaded.where.count("model.head_dim")
+                            ? ""
+                            : fmt::format(" (d_model {} / heads {})", c.model.d_model, c.model.heads)));
   try {
     check_engine_options(c);
   } catch (const std::invalid_argument& e) {

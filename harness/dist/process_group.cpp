@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -166,6 +168,12 @@ ProcessGroup::ProcessGroup(const World& world, const std::string& run_id,
   const auto prefixed = c10::make_intrusive<c10d::PrefixStore>("pg", impl_->store);
 #ifdef USE_C10D_NCCL
   if (device.is_cuda()) {
+    // Blocking wait: work.wait() then throws once run.dist_timeout passes, so a dead or hung rank
+    // ends the group as Gloo's timeout does (without it NCCL's wait ignores the timeout). Read
+    // by ProcessGroupNCCL's constructor: TORCH_NCCL_BLOCKING_WAIT (2.x), NCCL_BLOCKING_WAIT (1.13).
+    // A user's own setting wins.
+    ::setenv("TORCH_NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
+    ::setenv("NCCL_BLOCKING_WAIT", "1", /*overwrite=*/0);
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout_;
     impl_->nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, world_.rank, world_.size, options);

@@ -67,17 +67,26 @@ CheckpointState read_checkpoint(torch::serialize::InputArchive& archive, models:
 }
 }  // namespace
 
+namespace {
+// Every tensor of a checkpoint is mapped onto the model's device while it is read: one written
+// on a GPU loads on a machine without one, and the other way round.
+torch::Device model_device(models::GPT& model) {
+  const auto params = model->parameters();
+  return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+}
+}  // namespace
+
 CheckpointState load_checkpoint(const std::string& path, models::GPT& model,
                                 models::Optimizers& optim) {
   torch::serialize::InputArchive archive;
-  archive.load_from(path);
+  archive.load_from(path, model_device(model));
   return read_checkpoint(archive, model, optim);
 }
 
 CheckpointState load_checkpoint(const std::vector<char>& bytes, models::GPT& model,
                                 models::Optimizers& optim) {
   torch::serialize::InputArchive archive;
-  archive.load_from(bytes.data(), bytes.size());
+  archive.load_from(bytes.data(), bytes.size(), model_device(model));
   return read_checkpoint(archive, model, optim);
 }
 

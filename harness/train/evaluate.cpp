@@ -31,9 +31,8 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   const int64_t buckets = std::min(position_buckets, T);
   // Bucket b holds positions [b·T/buckets, (b+1)·T/buckets).
   const auto bucket_of = (torch::arange(T, torch::kLong) * buckets).div(T, "floor");  // (T,)
-
-  auto loss_by_position = torch::zeros({T}, torch::kDouble);  // summed over windows
-  std::vector<double> score_std_sum(layers, 0.0);
+  // Summed over windows, on the device: read once at the end, not after every batch.
+  auto loss_by_position = torch::zeros({T}, torch::TensorOptions().dtype(torch::kDouble).device(device));
   int64_t batches = 0;
   // Data parallel: rank r of W takes batches [r·nb/W, (r+1)·nb/W) of the single process's nb,
   // so the summed per-batch statistics are the single process's.
@@ -44,24 +43,25 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
     const auto chunk = windows.tokens.slice(0, start, std::min(N, start + batch_size)).to(device);
     const auto inputs = chunk.slice(1, 0, T);       // (B, T)
     const auto targets = chunk.slice(1, 1, T + 1);  // (B, T)
-    const auto logits = model->forward(inputs, probes);  // (B, T, V)
-    const auto nll = torch::nn::functional::cross_entropy(
-        logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}),
-        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-    loss_by_position += nll.view({-1, T}).to(torch::kCPU, torch::kDouble).sum(0);
-    for (size_t l = 0; l < layers; ++l) score_std_sum[l] += probes[l].score_std_value;
+    const auto nll = model->position_losses(inputs, targets, &probes);  // (B, T)
+    loss_by_position += nll.to(torch::kDouble).sum(0);
     ++batches;
   }
+  loss_by_position = loss_by_position.to(torch::kCPU);
+  // The raw scores' std per layer, pooled over every sampled score of every batch.
+  std::vector<double> score_moments;  // (layers, 3): count, sum, sum of squares
+  for (const auto& p : probes) score_moments.insert(score_moments.end(), {p.score_count, p.score_sum, p.score_sum_sq});
   if (group) {
     std::vector<torch::Tensor> sums{loss_by_position,
-                                    torch::tensor(score_std_sum, torch::kDouble),
+                                    torch::tensor(score_moments, torch::kDouble),
                                     torch::tensor({double(batches)}, torch::kDouble)};
     const int64_t heads = model->options().heads;
     for (const auto& recorder : recorders)
       sums.push_back(torch::tensor(recorder->flat_sums(T, heads), torch::kDouble));
     group->all_reduce_sum(sums);
     loss_by_position = sums[0];
-    for (size_t l = 0; l < score_std_sum.size(); ++l) score_std_sum[l] = sums[1][int64_t(l)].item<double>();
+    const auto moments = sums[1].contiguous();
+    score_moments.assign(moments.data_ptr<double>(), moments.data_ptr<double>() + moments.numel());
     batches = int64_t(sums[2].item<double>());
     for (size_t i = 0; i < recorders.size(); ++i) {
       const auto flat = sums[3 + i].contiguous();
@@ -79,9 +79,20 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
                           .index_add_(0, bucket_of, torch::ones({T}, torch::kDouble));
   const auto mean_per_bucket = (per_bucket / counts).contiguous();
   r.position_loss.assign(mean_per_bucket.data_ptr<double>(), mean_per_bucket.data_ptr<double>() + buckets);
-  for (double s : score_std_sum) r.score_std.push_back(s / double(std::max<int64_t>(batches, 1)));
+  for (size_t l = 0; l < layers; ++l) {
+    attention::AttentionProbe pooled;
+    pooled.score_count = score_moments[3 * l];
+    pooled.score_sum = score_moments[3 * l + 1];
+    pooled.score_sum_sq = score_moments[3 * l + 2];
+    r.score_std.push_back(pooled.pooled_score_std());
+  }
   r.attention = attention_datasets(recorders, raw_scores);
   return r;
+}
+
+int64_t eval_batch_windows(int64_t batch_size, int64_t max_batch_tokens, int64_t context) {
+  if (max_batch_tokens <= 0) return batch_size;
+  return std::max<int64_t>(1, std::min(batch_size, max_batch_tokens / std::max<int64_t>(context, 1)));
 }
 
 }  // namespace harness::train

@@ -19,13 +19,18 @@ struct EvalResult {
   int64_t context = 0;
   double loss = 0.0;                  // mean nats/token over all windows and positions
   std::vector<double> position_loss;  // mean nats/token per equal-width bucket of positions
-  std::vector<double> score_std;      // per layer, averaged over batches
+  std::vector<double> score_std;      // per layer, pooled over the sampled scores of all batches
   results::DatasetGroup attention;    // (layers, heads, …) arrays; empty when not asked for
 };
 
 // raw_scores: the attention statistics also hold the raw-score moments and QQ quantiles.
 // group (data parallel): each rank evaluates its share of the batches and the sums are reduced,
 // so every rank returns what one process would (to float rounding); not with raw_scores.
+// Windows per validation forward at `context`: batch_size, split so that a forward holds at most
+// max_batch_tokens tokens (at least one window; 0: no limit). The result does not depend on it
+// (to float rounding): losses are summed per window and the score std is pooled.
+int64_t eval_batch_windows(int64_t batch_size, int64_t max_batch_tokens, int64_t context);
+
 EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_t batch_size,
                     int64_t position_buckets, torch::Device device, int64_t attention_queries = 0,
                     bool raw_scores = false, models::Collectives* group = nullptr);

@@ -14,7 +14,9 @@ namespace harness::train {
 
 void load_model_weights(const std::string& checkpoint, models::GPT& model) {
   torch::serialize::InputArchive archive;
-  archive.load_from(checkpoint);
+  // Mapped onto the model's device as it is read: a run trained on a GPU opens on a laptop.
+  const auto params = model->parameters();
+  archive.load_from(checkpoint, params.empty() ? torch::Device(torch::kCPU) : params.front().device());
   model->load(archive);  // reads the model's own entries; the optimiser's are left unread
 }
 

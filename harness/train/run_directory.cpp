@@ -73,6 +73,7 @@ results::RunRecord fresh_record(const config::LoadedConfig& loaded, int64_t thre
   r.config["libtorch_version"] = libtorch_version();
   r.config["blas"] = blas_config();
   r.config["device"] = device.str();
+  r.config["precision"] = loaded.config.train.precision;
   r.threads = threads;
   return r;
 }

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <c10/core/DeviceGuard.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -17,6 +18,7 @@
 #include "harness/dist/gradient_reducer.h"
 #include "harness/dist/process_group.h"
 #include "harness/train/checkpoint.h"
+#include "harness/train/device_memory.h"
 #include "harness/train/evaluate.h"
 #include "harness/train/run_directory.h"
 #include "harness/common/errors.h"
@@ -245,19 +247,25 @@ class TrainingSession {
         const double factor = models::lr_factor(c_.schedule, step_, c_.train.steps);
         optim.set_lr_factor(factor);
         optim.zero_grad();
-        // (B, L + 1): the step's windows, the same on every rank; this rank's rows of them.
+        // (B, L + 1): the step's windows, the same on every rank; this rank's rows of them. On
+        // CUDA in pinned memory, so that each micro-batch's copy runs asynchronously.
         const auto batch = stream_->next_batch(c_.train.batch_size);
-        const auto mine = batch.slice(0, world_.rank * share_, (world_.rank + 1) * share_);
-        double loss_sum = 0.0;
+        const bool cuda = setup_->device.is_cuda();
+        auto mine = batch.slice(0, world_.rank * share_, (world_.rank + 1) * share_);
+        if (cuda) mine = mine.pin_memory();
+        // The step's loss stays on the device until the step is logged: no synchronisation
+        // after each micro-batch.
+        auto loss_total = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(setup_->device));
         for (int64_t start = 0; start < share_; start += micro_) {
-          const auto micro = mine.slice(0, start, start + micro_).to(setup_->device);  // (m, L + 1)
+          const auto micro = mine.slice(0, start, start + micro_).to(setup_->device, /*non_blocking=*/cuda);  // (m, L + 1)
           const auto inputs = micro.slice(1, 0, c_.train.context);
           const auto targets = micro.slice(1, 1, c_.train.context + 1);
           auto loss = model->loss(inputs, targets) / double(micro_batches);
           if (reducer_ && start + micro_ >= share_) reducer_->arm();  // the step's last backward
           loss.backward();
-          loss_sum += loss.item<double>();
+          loss_total += loss.detach().to(torch::kDouble);
         }
+        double loss_sum = loss_total.item<double>();  // read once per step, for its row and log
         if (group_) loss_sum = average_gradients(loss_sum);
         const double grad_norm = models::clip_grad_norm(model, c_.train.grad_clip);
         if (!std::isfinite(loss_sum) || !std::isfinite(grad_norm)) {
@@ -301,9 +309,10 @@ class TrainingSession {
       throw;
     }
     progress.finish();
+    note_peak_memory();
     save(results::RunState::kDone, "");
-    log->info("done: {} steps, {} tokens, {:.1f} s training; results in {}", step_, tokens_,
-              train_seconds_, paths_.results);
+    log->info("done: {} steps, {} tokens, {:.1f} s training ({:.0f} tokens/s); results in {}", step_,
+              tokens_, train_seconds_, double(tokens_) / std::max(train_seconds_, 1e-9), paths_.results);
     if (group_)
       log->info("data parallel: {:.1f} s of the training in collectives ({:.1f}%)",
                 group_->seconds_in_collectives(),
@@ -339,6 +348,11 @@ class TrainingSession {
   void build_setup() {
     threads_ = use_run_threads(c_, world_.local_size);
     setup_ = build(loaded_, world_);  // validates data, contexts, model and optimiser
+    if (setup_->device.is_cuda()) {
+      device_guard_.emplace(setup_->device);  // this rank's GPU is the current one from here on
+      set_tf32(c_.run.tf32);
+      reset_peak_device_bytes(setup_->device);
+    }
     stream_.emplace(setup_->dataset.train_stream(c_.train.context, c_.train.seed));
   }
 
@@ -412,9 +426,18 @@ class TrainingSession {
                       {step_, tokens_, stream_->cursor(), hash_});
   }
 
+  // CUDA: the allocator's peak over this session, in run.h5 and the log.
+  void note_peak_memory() {
+    if (!setup_->device.is_cuda()) return;
+    const int64_t peak = peak_device_bytes(setup_->device);
+    record_.config_ints["peak_device_bytes"] = peak;
+    run_log_.all->info("peak {} memory: {:.2f} GiB", setup_->device.str(), double(peak) / double(int64_t(1) << 30));
+  }
+
   // Ends the run before its last step: results (and, unless failed, a checkpoint) written.
   void stop_as(Progress& progress, results::RunState state, const std::string& reason) {
     progress.finish();
+    note_peak_memory();
     save(state, reason);
     outcome_.state = state;
     outcome_.reason = reason;
@@ -424,7 +447,8 @@ class TrainingSession {
   void run_eval(Progress& progress) {
     std::vector<std::string> parts;
     for (const auto& [T, windows] : setup_->eval_windows) {
-      const EvalResult r = evaluate(setup_->model, windows, c_.eval.batch_size,
+      const int64_t batch = eval_batch_windows(c_.eval.batch_size, c_.eval.max_batch_tokens, T);
+      const EvalResult r = evaluate(setup_->model, windows, batch,
                                     c_.eval.position_buckets, setup_->device, c_.eval.attention_queries,
                                     false, group_.get());
       auto& rows = record_.eval[T];
@@ -454,6 +478,7 @@ class TrainingSession {
   bool resuming_ = false;
   int64_t threads_ = 1;
   std::unique_ptr<Setup> setup_;
+  std::optional<c10::DeviceGuard> device_guard_;  // CUDA: the run's device is the current one
   std::optional<data::TrainStream> stream_;
   RunLog run_log_;
   TrainOutcome outcome_;
