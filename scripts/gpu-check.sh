@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
-# GPU check of the fused CUDA attention kernels (attention/cuda/), for a machine with an NVIDIA GPU,
-# nvcc and a pip-installed torch 2.x (no apt, no internet needed). Run from the repository root:
+# GPU check of the harness, for a machine with an NVIDIA GPU, nvcc and a pip-installed torch 2.x
+# (no apt, no internet needed). One prepared script, bounded to finish within 10 minutes. Run
+# from the repository root, with the Debian dependencies gathered beforehand by
+# scripts/gpu-deps.sh (the folder .gpu-deps/ travels with the tree):
 #
 #     scripts/gpu-check.sh
 #
 #  1. builds the kernels and the torch-free test (attention/cuda/fused_attention_test.cu) with nvcc
 #     and runs the test (float64 CPU reference, fp32 + bf16, D 64/128, T 1/37/200);
 #  2. builds the LibTorch binding and attention/cuda/gpu_check.cpp against that torch's LibTorch
-#     (directly with nvcc + g++, not the whole harness, whose other dependencies may be missing)
-#     and checks forward and backward of every registry transform against attention/reference.cpp;
-#  3. times ours against FlexAttention (attention/cuda/flex_bench.py, torch.compile'd) at
-#     T ∈ {1024, 4096, 16384}, B=1, H=6, D=128, scale-invariant logits, and prints one table.
+#     (directly with nvcc + g++) and checks forward and backward of every registry transform
+#     against attention/reference.cpp; meanwhile the whole harness builds with CMake against the
+#     same LibTorch (scripts/gpu-build.sh, into build-gpu/);
+#  3. one training step of a 2-layer model of the paper's width (768, 6 heads × 128) at T = 4096
+#     with the CUDA kernel against the reference kernel: loss and every gradient
+#     (bench_kernel_agreement, fp32, then bf16);
+#  4. the 162M model of sweeps/gpu/paper-162m.yaml in bf16: bench_train_step (tokens/s, MFU over
+#     the bf16 matmul rate measured in the same run, peak memory, attention's share of a step),
+#     then `harness train` on synthetic GPT-2 token shards: stop after some steps, resume, finish,
+#     validate at 4096, 16384 and 65536 tokens;
+#  5. if time is left, FlexAttention (attention/cuda/flex_bench.py, torch.compile'd) against our
+#     kernel at T ∈ {1024, 4096, 16384}, B=1, H=6, D=128, scale-invariant logits.
 #
-# Bounded to finish within 10 minutes. Build products go to build-gpu-check/ (GPU_CHECK_BUILD).
-# Environment overrides: NVCC, PYTHON, CXX, GPU_CHECK_BUILD, GPU_CHECK_DEADLINE_S (default 570).
+# Build products go to build-gpu-check/ (GPU_CHECK_BUILD) and build-gpu/ (GPU_BUILD).
+# Environment overrides: NVCC, PYTHON, CXX, GPU_CHECK_BUILD, GPU_BUILD, GPU_CHECK_DEADLINE_S
+# (default 570), GPU_CHECK_TRAIN_STEPS (default 20).
 # Exit code: 0 when the checks pass, 1 when a check fails, 2 when something needed is missing.
 set -uo pipefail
 
@@ -91,7 +102,13 @@ for src in "${torch_sources[@]}"; do
   torch_pids+=($!)
 done
 
-say "1/3 build kernels + torch-free test (nvcc)"
+# The whole harness (CMake + ninja against the same LibTorch), in the background too.
+GPU_BUILD=${GPU_BUILD:-build-gpu}
+say "2/5 (background) whole harness: scripts/gpu-build.sh --no-tests → $GPU_BUILD/ (log: $BUILD/harness-build.log)"
+GPU_BUILD_DIR="$GPU_BUILD" scripts/gpu-build.sh --no-tests --build-dir "$GPU_BUILD" >"$BUILD/harness-build.log" 2>&1 &
+harness_build_pid=$!
+
+say "1/5 build kernels + torch-free test (nvcc)"
 NVCC_FLAGS=(-std=c++17 -O3 -lineinfo "${GENCODE[@]}" -I"$ROOT")
 "$NVCC" "${NVCC_FLAGS[@]}" -Xcompiler -fPIC -c attention/cuda/fused_attention.cu -o "$BUILD/fused_attention.o" \
   || { echo "gpu-check: FAILED to compile attention/cuda/fused_attention.cu"; exit 1; }
@@ -100,7 +117,7 @@ NVCC_FLAGS=(-std=c++17 -O3 -lineinfo "${GENCODE[@]}" -I"$ROOT")
   attention/parameters.cpp "$BUILD/fused_attention.o" -o "$BUILD/attention_cuda_test" \
   || { echo "gpu-check: FAILED to build attention_cuda_test"; exit 1; }
 
-say "1/3 run attention_cuda_test"
+say "1/5 run attention_cuda_test"
 timeout 240 "$BUILD/attention_cuda_test"
 test_status=$?
 case $test_status in
@@ -111,7 +128,7 @@ case $test_status in
 esac
 
 # ---------------------------------------------------------------------------------------------
-say "2/3 build binding + gpu_check against torch's LibTorch"
+say "2/5 build binding + gpu_check against torch's LibTorch"
 for n in "${!torch_sources[@]}"; do
   wait "${torch_pids[$n]}" || { echo "gpu-check: FAILED to compile ${torch_sources[$n]}"; exit 1; }
 done
@@ -123,14 +140,85 @@ reference_objects=("$BUILD/method.o" "$BUILD/method_tensors.o" "$BUILD/transform
   -L"$CUDA_HOME/lib64" -L"$CUDA_HOME/lib" -lcudart_static -ldl -lrt -lpthread \
   || { echo "gpu-check: FAILED to link gpu_check"; exit 1; }
 
-say "2/3 run gpu_check (fwd/bwd vs the float64 reference, then our timings)"
+say "2/5 run gpu_check (fwd/bwd vs the float64 reference, then our timings)"
 rm -f "$BUILD/ours.csv" "$BUILD/flex.csv"
 timeout 240 "$BUILD/gpu_check" --timing-csv "$BUILD/ours.csv"
 check_status=$?
 [[ $check_status == 0 ]] || { echo "gpu_check: FAILED (exit $check_status)"; status=1; }
 
 # ---------------------------------------------------------------------------------------------
-say "3/3 FlexAttention baseline (torch.compile; compiles take a while)"
+say "2/5 wait for the whole harness build"
+if wait "$harness_build_pid"; then
+  echo "harness build: done ($(tail -1 "$BUILD/harness-build.log"))"
+  [[ -f $GPU_BUILD/env.sh ]] && source "$GPU_BUILD/env.sh"
+  harness_built=1
+else
+  echo "harness build: FAILED; the last lines of $BUILD/harness-build.log:"
+  tail -30 "$BUILD/harness-build.log"
+  harness_built=0
+  status=1
+fi
+
+if [[ $harness_built == 1 ]]; then
+  PAPER=sweeps/gpu/paper-162m.yaml
+  say "3/5 one step, CUDA kernel against the reference kernel: 2 layers of the paper's width, T = 4096"
+  for precision in fp32 bf16; do
+    timeout 120 "$GPU_BUILD/bench_kernel_agreement" --config "$PAPER" --set model.layers=2 \
+      --set train.precision=$precision --batch 1 \
+      || { echo "kernel agreement ($precision): FAILED"; status=1; }
+  done
+
+  say "4/5 the 162M model in bf16: step time, MFU, peak memory (bench_train_step)"
+  timeout 150 "$GPU_BUILD/bench_train_step" --config "$PAPER" --set train.batch_size=16 \
+    --set train.micro_batch_size=8 --steps 8 --warmup 3 \
+    || { echo "bench_train_step: FAILED"; status=1; }
+
+  say "4/5 harness train: 162M, bf16, synthetic GPT-2 token shards; stop, resume, validate at 4k/16k/64k"
+  SHARDS="$BUILD/shards"
+  # Zipf-distributed ids below 50256 in documents of 70,000 tokens (each a 16L validation window
+  # fits), each opened by <|endoftext|> as the FineWeb shards are. Speed does not depend on the
+  # values; the loss falls only to this distribution's entropy.
+  "$PYTHON" - "$SHARDS" <<'PYEOF' || { echo "shards: FAILED"; status=1; }
+import os, sys
+import numpy as np
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+rng = np.random.default_rng(0)
+for name, docs in (("synthetic_train_000001.bin", 64), ("synthetic_val_000000.bin", 4)):
+    tokens = np.minimum(rng.zipf(1.3, size=docs * 70000), 50255).astype(np.uint16)
+    tokens[::70000] = 50256
+    header = np.zeros(256, dtype=np.int32)
+    header[:3] = (20240520, 1, tokens.size)
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(header.tobytes()); f.write(tokens.tobytes())
+print(f"shards: {out} (64 + 4 documents of 70,000 tokens)")
+PYEOF
+  STEPS=${GPU_CHECK_TRAIN_STEPS:-20}
+  RUNS="$BUILD/runs"
+  rm -rf "$RUNS"
+  train=("$GPU_BUILD/harness" train --config "$PAPER" --run-dir "$RUNS/paper-162m"
+         --set data.corpus="$SHARDS" --set data.data_dir="$BUILD/data" --set train.steps="$STEPS"
+         --set train.batch_size=16 --set schedule.warmup_steps=2 --set eval.every=0
+         --set eval.windows=2 --set run.checkpoint_every=$((STEPS / 2)))
+  timeout 150 "${train[@]}" --stop-after-steps $((STEPS / 2)) || { echo "train (first half): FAILED"; status=1; }
+  timeout 200 "${train[@]}" --resume || { echo "train (resumed): FAILED"; status=1; }
+  "$PYTHON" - "$RUNS/paper-162m/run.h5" <<'PYEOF' || { echo "run.h5: FAILED"; status=1; }
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+state = f["status"].attrs["state"]
+state = state.decode() if isinstance(state, bytes) else state
+steps, tokens, seconds = f["train/step"][:], f["train/tokens"][:], f["train/seconds"][:]
+print(f"run.h5: state {state}, steps {steps[0]}..{steps[-1]} ({len(steps)} rows), "
+      f"{tokens[-1] / seconds[-1]:.0f} tokens/s over the run, peak memory "
+      f"{f['config'].attrs.get('peak_device_bytes', 0) / 2**30:.1f} GiB")
+for T in sorted(f["eval"], key=int):
+    print(f"  validation at {T}: loss {f[f'eval/{T}/loss'][-1]:.4f}")
+sys.exit(0 if state == "done" and list(steps) == list(range(1, len(steps) + 1)) and len(f["eval"]) == 3 else 1)
+PYEOF
+fi
+
+# ---------------------------------------------------------------------------------------------
+say "5/5 FlexAttention baseline (torch.compile; compiles take a while)"
 flex_time=$(( $(remaining) - 20 ))
 if (( flex_time < 60 )); then
   echo "flex_bench: skipped, only $(remaining) s left of the 10-minute budget"
