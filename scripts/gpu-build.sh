@@ -164,27 +164,7 @@ for candidate in ${PYTHON:-} python3 /usr/bin/python3 /usr/local/bin/python3; do
 done
 [ -n "$PYTHON_FOUND" ] || missing "a python3 with torch (tried: ${PYTHON:-} python3 /usr/bin/python3 /usr/local/bin/python3; set PYTHON=...)"
 PYTHON=$PYTHON_FOUND
-eval "$("$PYTHON" - <<'EOF'
-import glob, os, shlex, torch
-site = os.path.dirname(os.path.dirname(torch.__file__))
-def first(pattern):
-    hits = sorted(glob.glob(os.path.join(site, pattern), recursive=True))
-    return hits[0] if hits else ""
-values = {
-    "TORCH_DIR": os.path.dirname(torch.__file__),
-    "TORCH_VERSION": torch.__version__,
-    "TORCH_CUDA_VERSION": torch.version.cuda or "",
-    "TORCH_ABI": int(torch._C._GLIBCXX_USE_CXX11_ABI),
-    "TORCH_CMAKE_PREFIX": torch.utils.cmake_prefix_path,
-    "GPU_ARCH": "".join(map(str, torch.cuda.get_device_capability())) if torch.cuda.is_available() else "",
-    # cuDNN of the pip wheels (nvidia-cudnn-*): LibTorch's config looks for it in CUDA's folders only.
-    "CUDNN_HEADER": first("nvidia/**/include/cudnn.h"),
-    "CUDNN_LIB": first("nvidia/**/lib/libcudnn.so*"),
-}
-for key, value in values.items():
-    print(f"{key}={shlex.quote(str(value))}")
-EOF
-)" || missing "could not query torch with $PYTHON"
+eval "$("$PYTHON" "$ROOT/scripts/torch_env.py")" || missing "could not query torch with $PYTHON"
 echo "python: $PYTHON, torch $TORCH_VERSION (CUDA ${TORCH_CUDA_VERSION:-none}, C++11 ABI $TORCH_ABI) at $TORCH_DIR"
 echo "nvcc: $NVCC ($("$NVCC" --version | tail -1)); cmake $(cmake --version | head -1 | awk '{print $3}'); $CXX $("$CXX" -dumpfullversion)"
 # Debian's C++ libraries use the C++11 ABI (std::string, std::list): so must LibTorch.

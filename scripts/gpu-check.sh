@@ -64,22 +64,7 @@ done
 [[ -n $PYTHON_FOUND ]] || missing "a python3 with torch (tried: ${PYTHON:-} python3 /usr/bin/python3 /usr/local/bin/python3; set PYTHON=...)"
 PYTHON=$PYTHON_FOUND
 
-eval "$("$PYTHON" - <<'EOF'
-import os, shlex, torch
-values = {
-    "TORCH_DIR": os.path.dirname(torch.__file__),
-    "TORCH_VERSION": torch.__version__,
-    "TORCH_CUDA_VERSION": torch.version.cuda or "",
-    "TORCH_ABI": int(torch._C._GLIBCXX_USE_CXX11_ABI),
-    "TORCH_CMAKE_PREFIX": torch.utils.cmake_prefix_path,
-    "TORCH_SEES_GPU": int(torch.cuda.is_available()),
-    "GPU_ARCH": "".join(map(str, torch.cuda.get_device_capability())) if torch.cuda.is_available() else "",
-    "GPU_NAME": torch.cuda.get_device_name() if torch.cuda.is_available() else "",
-}
-for key, value in values.items():
-    print(f"{key}={shlex.quote(str(value))}")
-EOF
-)" || missing "could not query torch with $PYTHON"
+eval "$("$PYTHON" "$ROOT/scripts/torch_env.py")" || missing "could not query torch with $PYTHON"
 echo "python: $PYTHON, torch $TORCH_VERSION (CUDA ${TORCH_CUDA_VERSION:-none}, C++11 ABI $TORCH_ABI) at $TORCH_DIR"
 [[ -n $TORCH_CUDA_VERSION ]] || missing "a CUDA build of torch (this one is CPU-only)"
 [[ $TORCH_SEES_GPU == 1 ]] || missing "a visible NVIDIA GPU (torch.cuda.is_available() is False; nvidia-smi: $(nvidia-smi -L 2>&1 | head -1))"
