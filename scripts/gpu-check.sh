@@ -38,6 +38,14 @@ status=0
 say() { printf '\n== %s\n' "$*"; }
 missing() { printf 'gpu-check: MISSING: %s\n' "$*" >&2; exit 2; }
 remaining() { echo $((DEADLINE_S - SECONDS)); }
+# A step's time limit: its own, cut to what the deadline leaves (20 s kept for the summary).
+limit() { local left=$(( $(remaining) - 20 )); echo $(( left < $1 ? left : $1 )); }
+# Runs "$@" under limit N, or skips it (as a failure) when under 10 s are left.
+bounded() {
+  local n; n=$(limit "$1"); shift
+  if (( n < 10 )); then echo "gpu-check: SKIPPED for lack of time: $*"; return 124; fi
+  timeout "$n" "$@"
+}
 
 # ---------------------------------------------------------------------------------------------
 say "tools"
@@ -90,7 +98,8 @@ done
 # The whole harness (CMake + ninja against the same LibTorch), in the background too.
 GPU_BUILD=${GPU_BUILD:-build-gpu}
 say "2/5 (background) whole harness: scripts/gpu-build.sh --no-tests → $GPU_BUILD/ (log: $BUILD/harness-build.log)"
-GPU_BUILD_DIR="$GPU_BUILD" scripts/gpu-build.sh --no-tests --build-dir "$GPU_BUILD" >"$BUILD/harness-build.log" 2>&1 &
+GPU_BUILD_DIR="$GPU_BUILD" timeout "$(limit 330)" scripts/gpu-build.sh --no-tests --build-dir "$GPU_BUILD" \
+  >"$BUILD/harness-build.log" 2>&1 &
 harness_build_pid=$!
 
 say "1/5 build kernels + torch-free test (nvcc)"
@@ -103,7 +112,7 @@ NVCC_FLAGS=(-std=c++17 -O3 -lineinfo "${GENCODE[@]}" -I"$ROOT")
   || { echo "gpu-check: FAILED to build attention_cuda_test"; exit 1; }
 
 say "1/5 run attention_cuda_test"
-timeout 240 "$BUILD/attention_cuda_test"
+bounded 240 "$BUILD/attention_cuda_test"
 test_status=$?
 case $test_status in
   0) echo "attention_cuda_test: PASSED" ;;
@@ -127,7 +136,7 @@ reference_objects=("$BUILD/method.o" "$BUILD/method_tensors.o" "$BUILD/transform
 
 say "2/5 run gpu_check (fwd/bwd vs the float64 reference, then our timings)"
 rm -f "$BUILD/ours.csv" "$BUILD/flex.csv"
-timeout 240 "$BUILD/gpu_check" --timing-csv "$BUILD/ours.csv"
+bounded 240 "$BUILD/gpu_check" --timing-csv "$BUILD/ours.csv"
 check_status=$?
 [[ $check_status == 0 ]] || { echo "gpu_check: FAILED (exit $check_status)"; status=1; }
 
@@ -135,7 +144,8 @@ check_status=$?
 say "2/5 wait for the whole harness build"
 if wait "$harness_build_pid"; then
   echo "harness build: done ($(tail -1 "$BUILD/harness-build.log"))"
-  [[ -f $GPU_BUILD/env.sh ]] && source "$GPU_BUILD/env.sh"
+  # The binaries find the carried libraries through their RPATH: no LD_LIBRARY_PATH here, which
+  # would put Debian's libraries before the system's for python below.
   harness_built=1
 else
   echo "harness build: FAILED; the last lines of $BUILD/harness-build.log:"
@@ -148,13 +158,13 @@ if [[ $harness_built == 1 ]]; then
   PAPER=sweeps/gpu/paper-162m.yaml
   say "3/5 one step, CUDA kernel against the reference kernel: 2 layers of the paper's width, T = 4096"
   for precision in fp32 bf16; do
-    timeout 120 "$GPU_BUILD/bench_kernel_agreement" --config "$PAPER" --set model.layers=2 \
+    bounded 120 "$GPU_BUILD/bench_kernel_agreement" --config "$PAPER" --set model.layers=2 \
       --set train.precision=$precision --batch 1 \
       || { echo "kernel agreement ($precision): FAILED"; status=1; }
   done
 
   say "4/5 the 162M model in bf16: step time, MFU, peak memory (bench_train_step)"
-  timeout 150 "$GPU_BUILD/bench_train_step" --config "$PAPER" --set train.batch_size=16 \
+  bounded 120 "$GPU_BUILD/bench_train_step" --config "$PAPER" --set train.batch_size=16 \
     --set train.micro_batch_size=8 --steps 8 --warmup 3 \
     || { echo "bench_train_step: FAILED"; status=1; }
 
@@ -185,8 +195,8 @@ PYEOF
          --set data.corpus="$SHARDS" --set data.data_dir="$BUILD/data" --set train.steps="$STEPS"
          --set train.batch_size=16 --set schedule.warmup_steps=2 --set eval.every=0
          --set eval.windows=2 --set run.checkpoint_every=$((STEPS / 2)))
-  timeout 150 "${train[@]}" --stop-after-steps $((STEPS / 2)) || { echo "train (first half): FAILED"; status=1; }
-  timeout 200 "${train[@]}" --resume || { echo "train (resumed): FAILED"; status=1; }
+  bounded 120 "${train[@]}" --stop-after-steps $((STEPS / 2)) || { echo "train (first half): FAILED"; status=1; }
+  bounded 180 "${train[@]}" --resume || { echo "train (resumed): FAILED"; status=1; }
   "$PYTHON" - "$RUNS/paper-162m/run.h5" <<'PYEOF' || { echo "run.h5: FAILED"; status=1; }
 import sys, h5py
 f = h5py.File(sys.argv[1], "r")

@@ -62,7 +62,7 @@ CheckpointState read_checkpoint(torch::serialize::InputArchive& archive, models:
   torch::Tensor rng;
   archive.read("run_rng_cpu", rng);
   auto generator = at::detail::getDefaultCPUGenerator();  // a handle to the global one
-  generator.set_state(rng);
+  generator.set_state(rng.to(torch::kCPU));  // mapped with the rest onto the model's device
   return state;
 }
 }  // namespace

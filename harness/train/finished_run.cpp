@@ -45,6 +45,9 @@ FinishedRun open_finished_run(const std::string& run_dir, torch::Device device) 
     throw InputError(fmt::format("{}: /config has no canonical attribute", run.paths.results));
   run.loaded = config::load_run_config_text(canonical->second,
                                             run.paths.results + ":/config/canonical");
+  // A run trained with the CUDA kernel opens on a CPU with the fused one: the same maths, and
+  // the kernel is not part of the run id.
+  if (!device.is_cuda() && run.loaded.config.attention.kernel == "cuda") run.loaded.config.attention.kernel = "fused";
   run.dataset = std::make_unique<data::Dataset>(run.loaded.config.data);
   run.model = models::GPT(config::gpt_options(run.loaded.config, run.dataset->vocab_size()));
   try {
