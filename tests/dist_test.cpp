@@ -58,8 +58,9 @@ std::string read_text(const fs::path& p) {
 }
 
 // `harness train ...`; returns the exit code, output in `log`.
-int run_harness(const std::string& args, const fs::path& log) {
-  const std::string cmd = std::string(HARNESS_BINARY) + " " + args + " > " + log.string() + " 2>&1";
+int run_harness(const std::string& args, const fs::path& log, const std::string& env = "") {
+  const std::string cmd = (env.empty() ? "" : env + " ") + std::string(HARNESS_BINARY) + " " + args + " > " +
+                          log.string() + " 2>&1";
   const int status = std::system(cmd.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
@@ -181,10 +182,41 @@ TEST(DataParallel, WorldFromTorchrunAndSlurmVariables) {
   EXPECT_EQ(w.rank, 3);
   EXPECT_EQ(w.local_rank, 1);
   EXPECT_EQ(w.local_size, 2);
-  EXPECT_EQ(w.master_port, 20000 + 123456 % 20000);
+  EXPECT_EQ(w.master_port, harness::dist::slurm_port(123456, 0));
+  EXPECT_FALSE(w.join_agent_store);
+  // The step's node list (not the job's), its layout at this node, a port per job and step.
+  env = {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "7"}, {"SLURM_LOCALID", "1"}, {"SLURM_STEP_ID", "3"},
+         {"SLURM_NODEID", "3"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x3),1"}, {"SLURM_TASKS_PER_NODE", "4(x2)"},
+         {"SLURM_JOB_ID", "123456"}, {"SLURM_JOB_NODELIST", "node[01-08]"},
+         {"SLURM_STEP_NODELIST", "node[03-05,07]"}};
+  w = world_from_environment(getenv);
+  EXPECT_EQ(w.master_addr, "node03");
+  EXPECT_EQ(w.local_size, 1);  // the fourth node of 2,2,2,1
+  EXPECT_EQ(w.master_port, 12000 + (16 * 3456 + 3) % 20000);
+  EXPECT_NE(w.master_port, harness::dist::slurm_port(123456, 2));  // two steps of one job differ
+  for (long long job : {0LL, 1LL, 19999LL, 123456LL, 9999999LL})
+    for (long long step : {0LL, 15LL}) {
+      const int port = harness::dist::slurm_port(job, step);
+      EXPECT_GE(port, 1024);
+      EXPECT_LT(port, 32768);  // below Linux's ephemeral range
+    }
+  env.erase("SLURM_STEP_TASKS_PER_NODE");  // srun --ntasks=N: the job's layout
+  env["SLURM_NODEID"] = "1";
+  EXPECT_EQ(world_from_environment(getenv).local_size, 4);
+  // torchrun's static rendezvous: join its agent's store, keys of this attempt.
+  env = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "29500"},
+         {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "2"}};
+  w = world_from_environment(getenv);
+  EXPECT_TRUE(w.join_agent_store);
+  EXPECT_EQ(w.restart_count, 2);
+  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  EXPECT_FALSE(world_from_environment(getenv).join_agent_store);
   // The batch script itself (no step) is no rank.
-  env.erase("SLURM_STEP_ID");
+  env = {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "0"}, {"SLURM_JOB_ID", "1"},
+         {"SLURM_JOB_NODELIST", "n[1-2]"}};
   EXPECT_FALSE(world_from_environment(getenv).distributed());
+  env["SLURM_STEP_ID"] = "0";
+  EXPECT_TRUE(world_from_environment(getenv).distributed());
   // Bad values name the variable.
   env = {{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}};
   try {
@@ -195,6 +227,62 @@ TEST(DataParallel, WorldFromTorchrunAndSlurmVariables) {
   }
   env = {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}};
   EXPECT_THROW(world_from_environment(getenv), harness::InputError);  // no MASTER_PORT
+}
+
+TEST(DataParallel, SlurmHostListsAndTaskLayouts) {
+  using harness::dist::expand_hostlist;
+  using harness::dist::expand_tasks_per_node;
+  EXPECT_EQ(expand_hostlist("node[01-04,07]"),
+            (std::vector<std::string>{"node01", "node02", "node03", "node04", "node07"}));
+  EXPECT_EQ(expand_hostlist("gpu5"), (std::vector<std::string>{"gpu5"}));
+  EXPECT_EQ(expand_hostlist("a[8-10]-ib,b1"), (std::vector<std::string>{"a8-ib", "a9-ib", "a10-ib", "b1"}));
+  EXPECT_EQ(expand_hostlist("n[098-101]"), (std::vector<std::string>{"n098", "n099", "n100", "n101"}));
+  EXPECT_EQ(expand_tasks_per_node("2(x3),1"), (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_EQ(expand_tasks_per_node("4"), (std::vector<int>{4}));
+  EXPECT_EQ(expand_tasks_per_node("1,3(x2)"), (std::vector<int>{1, 3, 3}));
+  for (const char* bad : {"node[01-", "node[3-1]", "node[a]", "", "x,,y"})
+    EXPECT_THROW(expand_hostlist(bad), harness::InputError) << bad;
+  for (const char* bad : {"2(x)", "2(3)", "0", "x", "2(x3"})
+    EXPECT_THROW(expand_tasks_per_node(bad), harness::InputError) << bad;
+}
+
+TEST(DataParallel, GlooListensWhereTheOtherHostsReachIt) {
+  using harness::dist::gloo_listen_address;
+  harness::dist::World w;
+  w.size = 4;
+  w.local_size = 2;
+  w.spans_hosts = true;
+  w.master_addr = "node1";
+  w.source = "torchrun variables";
+  auto one_host = w;
+  one_host.spans_hosts = false;
+  const std::vector<harness::dist::Interface> lo_eth{{"lo", "127.0.0.1"}, {"eth0", "10.1.2.3"}};
+  // One host: loopback is right. Several: the route's address, unless it is loopback (Debian's
+  // 127.0.1.1 for the host's own name), then the one other interface.
+  EXPECT_EQ(gloo_listen_address(one_host, "127.0.1.1", lo_eth), "127.0.1.1");
+  EXPECT_EQ(gloo_listen_address(w, "10.1.2.3", lo_eth), "10.1.2.3");
+  EXPECT_EQ(gloo_listen_address(w, "127.0.1.1", lo_eth), "10.1.2.3");
+  try {
+    gloo_listen_address(w, "127.0.1.1", {{"lo", "127.0.0.1"}, {"eth0", "10.1.2.3"}, {"ib0", "192.168.7.1"}});
+    FAIL() << "two candidate interfaces accepted";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("GLOO_SOCKET_IFNAME"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("eth0 10.1.2.3, ib0 192.168.7.1"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(gloo_listen_address(w, "127.0.1.1", {{"lo", "127.0.0.1"}}), std::runtime_error);
+  // Which worlds span hosts.
+  std::map<std::string, std::string> env{{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"},
+                                         {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}};
+  const auto getenv = [&](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_TRUE(harness::dist::world_from_environment(getenv).spans_hosts);
+  env["LOCAL_WORLD_SIZE"] = "4";
+  EXPECT_FALSE(harness::dist::world_from_environment(getenv).spans_hosts);
+  env.erase("LOCAL_WORLD_SIZE");  // not said: taken as one host
+  EXPECT_FALSE(harness::dist::world_from_environment(getenv).spans_hosts);
 }
 
 TEST(DataParallel, TwoRanksTrainWhatOneProcessTrains) {
@@ -216,6 +304,53 @@ TEST(DataParallel, TwoRanksTrainWhatOneProcessTrains) {
   expect_same_parameters(checkpoint_parameters(config, two), checkpoint_parameters(config, one), 1e-5);
   // Only rank 0 writes the directory.
   EXPECT_FALSE(fs::exists(two / "run.h5.tmp"));
+}
+
+// A real torchrun (Debian's python3-torch, through scripts/torchrun.py): the static rendezvous,
+// where torchrun's agent hosts the store on MASTER_PORT and rank 0 must join it, and --standalone.
+TEST(DataParallel, ARealTorchrunTrainsWhatOneProcessTrains) {
+  if (std::system("/usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no torchrun: /usr/bin/python3 cannot import torch (Debian: python3-torch)";
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(10));
+  const auto one = tmp.path / "one";
+  ASSERT_EQ(run_harness("train --no-progress --config " + config.string() + " --run-dir " + one.string(),
+                        tmp.path / "one.log"), 0) << read_text(tmp.path / "one.log");
+  const auto reference = results::read_run_file((one / "run.h5").string());
+  const std::string torchrun = std::string("/usr/bin/python3 ") + HARNESS_SOURCE_DIR + "/scripts/torchrun.py";
+  const std::vector<std::pair<std::string, std::string>> launches = {
+      {"static", "--nproc_per_node 2 --master_addr 127.0.0.1 --master_port " +
+                     std::to_string(harness::dist::free_local_port())},
+      {"standalone", "--standalone --nproc_per_node 2"}};
+  for (const auto& [name, rendezvous] : launches) {
+    SCOPED_TRACE(name);
+    const auto dir = tmp.path / name;
+    const auto log = tmp.path / (name + ".log");
+    const std::string cmd = torchrun + " " + rendezvous + " --no_python " + HARNESS_BINARY +
+                            " train --no-progress --config " + config.string() + " --run-dir " + dir.string() +
+                            " > " + log.string() + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
+    const auto a = results::read_run_file((dir / "run.h5").string());
+    EXPECT_EQ(a.config_ints.at("world_size"), 2);
+    expect_same_record(a, reference, 1e-5);
+    expect_same_parameters(checkpoint_parameters(config, dir), checkpoint_parameters(config, one), 1e-5);
+  }
+}
+
+TEST(DataParallel, ASaveSlowerThanTheTimeoutIsNoLostRank) {
+  // Rank 0 takes 7 s per save (a test hook) with run.dist_timeout = 4 s: the other rank waits for
+  // the save at the save barrier (allowance 10 × 4 s) instead of failing a collective.
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(10));
+  const auto dir = tmp.path / "slow";
+  ASSERT_EQ(run_harness("train --no-progress --nproc 2 --set run.dist_timeout=4 --config " + config.string() +
+                            " --run-dir " + dir.string(),
+                        tmp.path / "slow.log", "HARNESS_TEST_SAVE_DELAY_MS=7000"),
+            0) << read_text(tmp.path / "slow.log");
+  const auto r = results::read_run_file((dir / "run.h5").string());
+  EXPECT_EQ(r.state, results::RunState::kDone);
+  EXPECT_EQ(r.train.step.size(), 10u);
 }
 
 TEST(DataParallel, ResumesWithAnotherWorldSize) {

@@ -1,6 +1,8 @@
 #include "harness/dist/process_group.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -103,6 +105,21 @@ void unflatten(const torch::Tensor& flat_in, std::vector<torch::Tensor>& tensors
   }
 }
 
+// This host's IPv4 interfaces that are up.
+std::vector<Interface> local_interfaces() {
+  std::vector<Interface> out;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return out;
+  for (const ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+    char text[INET_ADDRSTRLEN] = {0};
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+    out.push_back({i->ifa_name, text});
+  }
+  ::freeifaddrs(list);
+  return out;
+}
+
 }  // namespace
 
 struct ProcessGroup::Impl {
@@ -123,23 +140,31 @@ ProcessGroup::ProcessGroup(const World& world, const std::string& run_id,
   const std::string rank_text = "rank " + std::to_string(world_.rank) + " of " + std::to_string(world_.size);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(world_.master_port);
-  store_options.isServer = world_.rank == 0;
+  // Under torchrun's static rendezvous its agent already hosts the store on MASTER_PORT: every
+  // rank joins it as a client, as torchrun's own workers do. Otherwise rank 0 hosts it.
+  store_options.isServer = world_.rank == 0 && !world_.join_agent_store;
   store_options.numWorkers = static_cast<std::size_t>(world_.size);
   store_options.waitWorkers = true;
   store_options.timeout = timeout_;
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(world_.master_addr, store_options);
+    // This attempt's keys apart from an earlier (restarted) group's, under torchrun's own prefix.
+    if (world_.join_agent_store)
+      impl_->store = c10::make_intrusive<c10d::PrefixStore>(
+          "/worker/attempt_" + std::to_string(world_.restart_count), impl_->store);
   } catch (const std::exception& e) {
     std::string why = e.what();
     why = why.substr(0, why.find('\n'));
-    if (world_.rank == 0)
+    if (store_options.isServer)
       throw std::runtime_error("rendezvous (" + rank_text + ", " + world_.source + "): listening on " + where +
                                " failed or not all " + std::to_string(world_.size) +
                                " ranks arrived within " + seconds_text(timeout_) +
                                " (run.dist_timeout; is the port in use, or a rank missing?): " + why);
     throw std::runtime_error("rendezvous (" + rank_text + ", " + world_.source + "): no store at " + where +
                              " within " + seconds_text(timeout_) +
-                             " (run.dist_timeout; is rank 0 running, are MASTER_ADDR and MASTER_PORT right?): " + why);
+                             (world_.join_agent_store ? " (run.dist_timeout; torchrun's agent store)"
+                                                      : " (run.dist_timeout; is rank 0 running, are MASTER_ADDR and MASTER_PORT right?)") +
+                             ": " + why);
   }
   // The same run on every rank: each checks in with its run id, rank 0 compares them all.
   try {
@@ -165,6 +190,8 @@ ProcessGroup::ProcessGroup(const World& world, const std::string& run_id,
     throw std::runtime_error("rendezvous (" + rank_text + ") at " + where + ": " + e.what());
   }
 
+  // From here on every key is the run's own: a store shared with another run cannot mix them.
+  impl_->store = c10::make_intrusive<c10d::PrefixStore>("run/" + run_id, impl_->store);
   const auto prefixed = c10::make_intrusive<c10d::PrefixStore>("pg", impl_->store);
 #ifdef USE_C10D_NCCL
   if (device.is_cuda()) {
@@ -190,7 +217,8 @@ ProcessGroup::ProcessGroup(const World& world, const std::string& run_id,
   if (ifname && *ifname) {
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
   } else {
-    const std::string address = local_address_towards(world_.master_addr);
+    const std::string address =
+        gloo_listen_address(world_, local_address_towards(world_.master_addr), local_interfaces());
     options->devices.push_back(address.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
                                                : c10d::ProcessGroupGloo::createDeviceForHostname(address));
   }
@@ -338,6 +366,21 @@ std::string ProcessGroup::share_from_rank0(const std::string& key, const std::st
     return to_string(impl_->store->get("shared/" + key));
   } catch (const std::exception& e) {
     fail("waiting for rank 0", e.what());
+  }
+}
+
+void ProcessGroup::wait_for_rank0(const std::string& key, std::chrono::milliseconds allowance) {
+  try {
+    if (world_.rank == 0) {
+      impl_->store->set("done/" + key, to_bytes("1"));
+      return;
+    }
+    impl_->store->wait({"done/" + key}, allowance);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("rank " + std::to_string(world_.rank) + " of " + std::to_string(world_.size) +
+                             ": rank 0 did not finish " + key + " within " + seconds_text(allowance) +
+                             " (10 × run.dist_timeout), or is gone: " +
+                             std::string(e.what()).substr(0, std::string(e.what()).find('\n')));
   }
 }
 

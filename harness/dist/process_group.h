@@ -39,6 +39,10 @@ class ProcessGroup final : public models::Collectives {
 
   // Rank 0's string to every rank (through the store): rank 0 passes it, the others get it.
   std::string share_from_rank0(const std::string& key, const std::string& value);
+  // A barrier on rank 0's own work (a checkpoint save): rank 0 marks `key` done, the others wait
+  // for the mark at most `allowance` — longer than the collectives' timeout, which is for ranks
+  // that stopped answering, not for a slow disk — then fail naming rank 0.
+  void wait_for_rank0(const std::string& key, std::chrono::milliseconds allowance);
   // Bytes from rank `root` to every rank (a checkpoint: ranks need no shared file system).
   std::vector<char> broadcast_bytes(std::vector<char> bytes, int root);
   // Every rank's value, in rank order.

@@ -44,6 +44,9 @@ void save_checkpoint(const std::string& path, models::GPT& model, const models::
   archive.save_to(tmp);
   fsync_file(tmp);
   std::filesystem::rename(tmp, path);
+  // The rename itself survives a power cut only once the directory is on disk too.
+  const auto dir = std::filesystem::path(path).parent_path();
+  fsync_file(dir.empty() ? std::string(".") : dir.string());
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <thread>
 
 #include "harness/config/engine_options.h"
 #include "harness/data/dataset.h"
@@ -417,13 +418,24 @@ class TrainingSession {
     record_.state = state;
     record_.reason = reason;
     record_.status_step = step_;
-    if (!lead()) return;
+    // Data parallel: every rank waits until rank 0 has published (with an allowance of its own),
+    // so that a slow save is not taken for a lost rank and no rank exits (which under
+    // `srun --kill-on-bad-exit` would end rank 0) while rank 0 is still writing.
+    const std::string key = fmt::format("save {} at step {}", ++saves_, step_);
+    const auto allowance = std::chrono::milliseconds(int64_t(10 * 1000 * c_.run.dist_timeout));
+    if (!lead()) {
+      if (group_) group_->wait_for_rank0(key, allowance);
+      return;
+    }
     // run.h5 first, then the checkpoint: a crash in between leaves rows past the checkpoint,
     // which a resume truncates and recomputes identically.
     results::publish(record_, paths_.results);
+    if (const char* delay = std::getenv("HARNESS_TEST_SAVE_DELAY_MS"))  // tests: a slow disk
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(delay)));
     if (state != results::RunState::kFailed)
       save_checkpoint(paths_.checkpoint, setup_->model, *setup_->optim,
                       {step_, tokens_, stream_->cursor(), hash_});
+    if (group_) group_->wait_for_rank0(key, allowance);
   }
 
   // CUDA: the allocator's peak over this session, in run.h5 and the log.
@@ -483,6 +495,7 @@ class TrainingSession {
   RunLog run_log_;
   TrainOutcome outcome_;
   int64_t step_ = 0, tokens_ = 0;
+  int64_t saves_ = 0;  // saves so far this session: the save barrier's key (data parallel)
   double train_seconds_ = 0.0;
 };
 
