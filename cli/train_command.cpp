@@ -56,7 +56,9 @@ int train_command(const Args& args) {
   train::TrainOptions opts;
   opts.world = dist::world_from_environment();
   opts.run_dir = run_dir;
-  opts.resume = vm.count("resume") > 0;
+  // torchrun --max_restarts: a restarted group (TORCHELASTIC_RESTART_COUNT > 0) continues from the
+  // last checkpoint by itself, as its workers are expected to.
+  opts.resume = vm.count("resume") > 0 || opts.world.restart_count > 0;
   opts.overwrite = vm.count("overwrite") > 0;
   if (vm.count("no-progress")) opts.progress_bar = 0;
   if (vm.count("stop-after-steps")) opts.stop_after_steps = vm["stop-after-steps"].as<int64_t>();

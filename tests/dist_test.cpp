@@ -338,6 +338,57 @@ TEST(DataParallel, ARealTorchrunTrainsWhatOneProcessTrains) {
   }
 }
 
+namespace {
+// The pid of the harness process whose command line mentions `needle` and whose environment has
+// RANK=`rank` (a torchrun worker), or -1.
+pid_t find_rank(const std::string& needle, int rank) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_text(entry.path() / "cmdline"), environ = read_text(entry.path() / "environ");
+    for (auto* text : {&cmdline, &environ})
+      for (char& c : *text)
+        if (c == '\0') c = '\n';
+    if (cmdline.find(needle) != std::string::npos && cmdline.find("python") == std::string::npos &&
+        ("\n" + environ).find("\nRANK=" + std::to_string(rank) + "\n") != std::string::npos)
+      return pid_t(std::stoi(name));
+  }
+  return -1;
+}
+}  // namespace
+
+TEST(DataParallel, TorchrunRestartsAKilledRankAndTheRunResumes) {
+  if (std::system("/usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no torchrun: /usr/bin/python3 cannot import torch (Debian: python3-torch)";
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(30));
+  const auto one = tmp.path / "one", dir = tmp.path / "restarted";
+  ASSERT_EQ(run_harness("train --no-progress --config " + config.string() + " --run-dir " + one.string(),
+                        tmp.path / "one.log"), 0) << read_text(tmp.path / "one.log");
+  const auto log = tmp.path / "torchrun.log";
+  const pid_t torchrun = ::fork();
+  if (torchrun == 0) {
+    // Saves slowed to 1.5 s (a test hook) keep the 30 steps running long enough to be interrupted.
+    const std::string cmd = std::string("HARNESS_TEST_SAVE_DELAY_MS=1500 exec /usr/bin/python3 ") + HARNESS_SOURCE_DIR +
+                            "/scripts/torchrun.py --nproc_per_node 2 --max_restarts 1 --monitor_interval 1 "
+                            "--master_addr 127.0.0.1 --master_port " + std::to_string(harness::dist::free_local_port()) +
+                            " --no_python " + HARNESS_BINARY + " train --no-progress --config " + config.string() +
+                            " --run-dir " + dir.string() + " > " + log.string() + " 2>&1";
+    ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(log);
+  const pid_t victim = find_rank(dir.string(), 1);
+  ASSERT_GT(victim, 0) << "rank 1 not found";
+  ::kill(victim, SIGKILL);
+  ASSERT_EQ(wait_for(torchrun, std::chrono::seconds(240)), 0) << read_text(log);
+  const auto r = results::read_run_file((dir / "run.h5").string());
+  EXPECT_EQ(r.state, results::RunState::kDone);
+  expect_same_record(r, results::read_run_file((one / "run.h5").string()), 1e-5);
+  expect_same_parameters(checkpoint_parameters(config, dir), checkpoint_parameters(config, one), 1e-5);
+  EXPECT_NE(read_text(dir / "train.log").find("resuming"), std::string::npos);
+}
+
 TEST(DataParallel, ASaveSlowerThanTheTimeoutIsNoLostRank) {
   // Rank 0 takes 7 s per save (a test hook) with run.dist_timeout = 4 s: the other rank waits for
   // the save at the save barrier (allowance 10 × 4 s) instead of failing a collective.
