@@ -456,6 +456,72 @@ TEST(DataParallel, AKilledRankStopsTheOthersNamingItAndTheRunResumes) {
   EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).state, results::RunState::kDone);
 }
 
+TEST(DataParallel, AKilledRankZeroEndsTheOthersAndTheRunResumes) {
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(400));
+  const auto dir = tmp.path / "run";
+  const std::string args = "train --no-progress --set run.dist_timeout=10 --set eval.every=0 --config " +
+                           config.string() + " --run-dir " + dir.string();
+  const int port = harness::dist::free_local_port();
+  const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
+  const pid_t r1 = start_rank(1, 2, port, args, tmp.path / "r1.log");
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
+  ::kill(r0, SIGKILL);  // rank 0 hosts the store and owns the run directory
+  const auto killed = Clock::now();
+  EXPECT_EQ(wait_for(r0, std::chrono::seconds(5)), 128 + SIGKILL);
+  const int code = wait_for(r1, std::chrono::seconds(15));
+  if (code < 0) ::kill(r1, SIGKILL);
+  EXPECT_EQ(code, 1) << read_text(tmp.path / "r1.log");
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - killed).count(), 15.0);
+  const std::string log = read_text(tmp.path / "r1.log");
+  EXPECT_NE(log.find("rank 0"), std::string::npos) << log;
+  // The last checkpoint is intact (rank 0 died between saves, or its save was atomic).
+  ASSERT_EQ(run_harness(args + " --resume", tmp.path / "resume.log"), 0) << read_text(tmp.path / "resume.log");
+  EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).state, results::RunState::kDone);
+}
+
+TEST(DataParallel, SigtermToOneRankCheckpointsEveryRankAtOneStep) {
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(400));
+  const auto dir = tmp.path / "run";
+  const std::string args = "train --no-progress --set run.dist_timeout=20 --set eval.every=0 --config " +
+                           config.string() + " --run-dir " + dir.string();
+  const int port = harness::dist::free_local_port();
+  const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
+  const pid_t r1 = start_rank(1, 2, port, args, tmp.path / "r1.log");
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
+  ::kill(r1, SIGTERM);  // one rank only: the flag rides the next all-reduce to rank 0
+  const int c1 = wait_for(r1, std::chrono::seconds(30)), c0 = wait_for(r0, std::chrono::seconds(30));
+  if (c0 < 0) ::kill(r0, SIGKILL);
+  if (c1 < 0) ::kill(r1, SIGKILL);
+  EXPECT_EQ(c0, 130) << read_text(tmp.path / "r0.log");
+  EXPECT_EQ(c1, 130) << read_text(tmp.path / "r1.log");
+  const auto r = results::read_run_file((dir / "run.h5").string());
+  EXPECT_EQ(r.state, results::RunState::kInterrupted);
+  EXPECT_NE(r.reason.find("a signal to another rank"), std::string::npos) << r.reason;
+  // Rank 0's checkpoint is at the step the run stopped at: the resume continues from there.
+  const auto loaded = harness::config::load_run_config(config.string());
+  models::GPT model(harness::config::gpt_options(loaded.config, 256));
+  models::Optimizers optim(model, loaded.config.optim);
+  const auto state = harness::train::load_checkpoint((dir / "checkpoint.pt").string(), model, optim);
+  EXPECT_EQ(state.step, r.status_step);
+}
+
+TEST(DataParallel, OverlappedBucketsWithRealProcessesEqualOneBucket) {
+  // 4 KiB buckets: the 2-layer model's gradients go in many all-reduces started during the
+  // backward; the result must be the one-bucket result.
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(10));
+  const auto one = tmp.path / "one", many = tmp.path / "many";
+  const std::string base = "train --no-progress --nproc 2 --config " + config.string() + " --run-dir ";
+  ASSERT_EQ(run_harness(base + one.string(), tmp.path / "one.log"), 0) << read_text(tmp.path / "one.log");
+  ASSERT_EQ(run_harness(base + many.string(), tmp.path / "many.log", "HARNESS_GRAD_BUCKET_KB=4"), 0)
+      << read_text(tmp.path / "many.log");
+  expect_same_record(results::read_run_file((many / "run.h5").string()),
+                     results::read_run_file((one / "run.h5").string()), 1e-6);
+  expect_same_parameters(checkpoint_parameters(config, many), checkpoint_parameters(config, one), 1e-6);
+}
+
 TEST(DataParallel, AHungRankIsNamedAfterTheTimeout) {
   test_support::TempDir tmp;
   const auto config = write_config(tmp.path, tiny_yaml(400));
