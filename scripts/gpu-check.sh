@@ -6,8 +6,9 @@
 #
 #     scripts/gpu-check.sh
 #
-#  1. builds the kernels and the torch-free test (attention/cuda/fused_attention_test.cu) with nvcc
-#     and runs the test (float64 CPU reference, fp32 + bf16, D 64/128, T 1/37/200);
+#  1. builds the kernels (fused_attention.cu, and fused_attention_tc.cu: bf16 on tensor cores, sm_80+)
+#     and the torch-free test (attention/cuda/fused_attention_test.cu) with nvcc and runs the test
+#     (float64 CPU reference, fp32 + bf16, D 64/128, T 1/37/200, and 4096 for bf16);
 #  2. builds the LibTorch binding and attention/cuda/gpu_check.cpp against that torch's LibTorch
 #     (directly with nvcc + g++) and checks forward and backward of every registry transform
 #     against attention/reference.cpp; meanwhile the whole harness builds with CMake against the
@@ -104,11 +105,13 @@ harness_build_pid=$!
 
 say "1/5 build kernels + torch-free test (nvcc)"
 NVCC_FLAGS=(-std=c++17 -O3 -lineinfo "${GENCODE[@]}" -I"$ROOT")
-"$NVCC" "${NVCC_FLAGS[@]}" -Xcompiler -fPIC -c attention/cuda/fused_attention.cu -o "$BUILD/fused_attention.o" \
-  || { echo "gpu-check: FAILED to compile attention/cuda/fused_attention.cu"; exit 1; }
+for kernel in fused_attention fused_attention_tc; do
+  "$NVCC" "${NVCC_FLAGS[@]}" -Xcompiler -fPIC -c "attention/cuda/$kernel.cu" -o "$BUILD/$kernel.o" \
+    || { echo "gpu-check: FAILED to compile attention/cuda/$kernel.cu"; exit 1; }
+done
 # The test resolves its cases from the method registry (plain C++: method, transforms, parameters).
 "$NVCC" "${NVCC_FLAGS[@]}" attention/cuda/fused_attention_test.cu attention/method.cpp attention/transforms.cpp \
-  attention/parameters.cpp "$BUILD/fused_attention.o" -o "$BUILD/attention_cuda_test" \
+  attention/parameters.cpp "$BUILD/fused_attention.o" "$BUILD/fused_attention_tc.o" -o "$BUILD/attention_cuda_test" \
   || { echo "gpu-check: FAILED to build attention_cuda_test"; exit 1; }
 
 say "1/5 run attention_cuda_test"
@@ -128,7 +131,8 @@ for n in "${!torch_sources[@]}"; do
 done
 reference_objects=("$BUILD/method.o" "$BUILD/method_tensors.o" "$BUILD/transforms.o" "$BUILD/parameters.o" "$BUILD/reference.o")
 # Our kernels carry their own (static) CUDA runtime of the local toolkit; torch keeps its own.
-"$CXX" "$BUILD/gpu_check.o" "${reference_objects[@]}" "$BUILD/binding.o" "$BUILD/fused_attention.o" -o "$BUILD/gpu_check" \
+"$CXX" "$BUILD/gpu_check.o" "${reference_objects[@]}" "$BUILD/binding.o" "$BUILD/fused_attention.o" \
+  "$BUILD/fused_attention_tc.o" -o "$BUILD/gpu_check" \
   -L"$TORCH_DIR/lib" -Wl,-rpath,"$TORCH_DIR/lib" \
   -Wl,--no-as-needed -ltorch -ltorch_cuda -ltorch_cpu -lc10_cuda -lc10 -Wl,--as-needed \
   -L"$CUDA_HOME/lib64" -L"$CUDA_HOME/lib" -lcudart_static -ldl -lrt -lpthread \

@@ -2,7 +2,8 @@
 //
 // Layout: q, k, v, o, dO, dq, dk, dv are (B, H, T, D) contiguous; lse and the backward's row
 // deltas are (B, H, T) float32. All arithmetic is fp32 FMA on shared-memory tiles (bf16 inputs are
-// widened on load), which keeps one code path for both element types.
+// widened on load), which keeps one code path for both element types. bf16 on sm_80+ takes the
+// tensor-core kernels of fused_attention_tc.cu instead (fused_attention_forward/backward below).
 //
 // Tiling. A block of 256 threads is a 16 × 16 grid (tx = thread % 16, ty = thread / 16) working on
 // a 64-query × 64-key tile pair. For the score tile S (64 × 64) a thread owns rows ty + 16a and
@@ -17,6 +18,7 @@
 // distance terms in shared memory (127 transcendental evaluations instead of 4096), and each row's
 // head_scale · row_factor · scale lives in a register (forward) or shared memory (backward).
 #include "attention/cuda/fused_attention.cuh"
+#include "attention/cuda/fused_attention_tc.cuh"
 #include "attention/cuda/kernel_limits.h"
 
 #include <cuda_bf16.h>
@@ -705,6 +707,8 @@ cudaError_t fused_attention_forward(const FusedArgs& args, cudaStream_t stream) 
     return cudaErrorInvalidValue;
   }
   const bool bf16 = args.dtype == DType::kBFloat16;
+  // bf16 on sm_80+: the tensor-core kernels (fused_attention_tc.cu); fp32 and older devices: SIMT.
+  if (bf16 && tc::usable(args, /*backward=*/false)) return tc::forward(args, stream);
   if (args.head_dim == 64) {
     return bf16 ? launch_forward<__nv_bfloat16, 64>(args, stream) : launch_forward<float, 64>(args, stream);
   }
@@ -741,6 +745,7 @@ cudaError_t fused_attention_backward(const FusedArgs& args, cudaStream_t stream)
     return cudaErrorInvalidValue;
   }
   const bool bf16 = args.dtype == DType::kBFloat16;
+  if (bf16 && tc::usable(args, /*backward=*/true)) return tc::backward(args, stream);
   if (args.head_dim == 64) {
     return bf16 ? launch_backward<__nv_bfloat16, 64>(args, stream) : launch_backward<float, 64>(args, stream);
   }

@@ -2,8 +2,11 @@
 // dbias_by_distance)
 // against a float64 CPU implementation written straight from the formulas of score_mod.h, for
 // fp32 and bf16, D ∈ {64, 128}, T ∈ {1, 37, 200} (T = 37 and 200 are not multiples of the 64-tile)
-// and the score mods of the method registry's rows (attention/method.h, torch-free), as a run
-// resolves them. Torch-free: CUDA runtime and the registry only.
+// and, for bf16, T = 4096 too (B = H = 1 and a subset of the score mods, to bound the float64
+// reference's time), with the score mods of the method registry's rows (attention/method.h,
+// torch-free), as a run resolves them. bf16 runs the tensor-core kernels on sm_80+ and the SIMT
+// kernels below (fused_attention.cu dispatches); fp32 always runs SIMT. Torch-free: CUDA runtime
+// and the registry only.
 //
 // Exit codes: 0 pass, 1 fail, 77 skipped (no CUDA device).
 #include <cuda_runtime.h>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "attention/cuda/fused_attention.cuh"
+#include "attention/cuda/fused_attention_tc.cuh"
 #include "attention/method.h"
 #include "attention/score_mod.h"
 
@@ -29,8 +33,9 @@ using attention::cuda::DType;
 using attention::cuda::FusedArgs;
 
 constexpr int kSkipped = 77;
-constexpr int kBatch = 2;
-constexpr int kHeads = 3;
+constexpr int kBatch = 2;  // B and H of the short cases; the T = 4096 case runs B = H = 1
+constexpr int kHeads = 3;  // (and the per-head arrays below hold kHeads entries either way)
+constexpr int kLongSeqLen = 4096;
 
 // ---------------------------------------------------------------------------------------------
 // Host-side bf16 (round to nearest even), so the test needs no cuda_bf16 host code.
@@ -60,20 +65,20 @@ struct Result {
 // `mod` holds HOST pointers for head_scale / alibi_slope / bias_params here.
 Result reference(const std::vector<double>& q, const std::vector<double>& k,
                  const std::vector<double>& v, const std::vector<double>& d_o, const ScoreMod& mod,
-                 int seq_len, int head_dim) {
-  const size_t elems = static_cast<size_t>(kBatch) * kHeads * seq_len * head_dim;
+                 int batch, int heads, int seq_len, int head_dim) {
+  const size_t elems = static_cast<size_t>(batch) * heads * seq_len * head_dim;
   Result r;
   r.o.assign(elems, 0.0);
   r.dq.assign(elems, 0.0);
   r.dk.assign(elems, 0.0);
   r.dv.assign(elems, 0.0);
-  r.lse.assign(static_cast<size_t>(kBatch) * kHeads * seq_len, 0.0);
-  r.dhead_scale.assign(kHeads, 0.0);
-  r.dbias.assign(static_cast<size_t>(kHeads) * seq_len, 0.0);
+  r.lse.assign(static_cast<size_t>(batch) * heads * seq_len, 0.0);
+  r.dhead_scale.assign(heads, 0.0);
+  r.dbias.assign(static_cast<size_t>(heads) * seq_len, 0.0);
   std::vector<double> dots, probs, dprobs;
-  for (int b = 0; b < kBatch; ++b) {
-    for (int h = 0; h < kHeads; ++h) {
-      const size_t head = (static_cast<size_t>(b) * kHeads + h) * seq_len;  // first row
+  for (int b = 0; b < batch; ++b) {
+    for (int h = 0; h < heads; ++h) {
+      const size_t head = (static_cast<size_t>(b) * heads + h) * seq_len;  // first row
       auto row = [&](const std::vector<double>& x, int i) { return &x[(head + i) * head_dim]; };
       auto mutable_row = [&](std::vector<double>& x, int i) { return &x[(head + i) * head_dim]; };
       for (int i = 0; i < seq_len; ++i) {
@@ -183,22 +188,22 @@ std::vector<double> download(const DeviceBuffer& source, size_t count, DType dty
 // kernel's own o, as autograd would give it.
 Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
                    const std::vector<double>& v, const std::vector<double>& d_o,
-                   const ScoreMod& mod, DType dtype, int seq_len, int head_dim) {
+                   const ScoreMod& mod, DType dtype, int batch, int heads, int seq_len, int head_dim) {
   const size_t elems = q.size();
-  const size_t rows = static_cast<size_t>(kBatch) * kHeads * seq_len;
+  const size_t rows = static_cast<size_t>(batch) * heads * seq_len;
   const size_t bytes = elems * element_bytes(dtype);
   DeviceBuffer q_dev(bytes), k_dev(bytes), v_dev(bytes), o_dev(bytes), d_o_dev(bytes);
   DeviceBuffer dq_dev(bytes), dk_dev(bytes), dv_dev(bytes);
-  DeviceBuffer lse_dev(rows * 4), fixed_logit_mean_dev(rows * 4), dhead_scale_dev(kHeads * 4);
-  DeviceBuffer dbias_dev(static_cast<size_t>(kHeads) * seq_len * 4);
+  DeviceBuffer lse_dev(rows * 4), fixed_logit_mean_dev(rows * 4), dhead_scale_dev(heads * 4);
+  DeviceBuffer dbias_dev(static_cast<size_t>(heads) * seq_len * 4);
   upload(q_dev, q, dtype);
   upload(k_dev, k, dtype);
   upload(v_dev, v, dtype);
   upload(d_o_dev, d_o, dtype);
 
   FusedArgs args;
-  args.batch = kBatch;
-  args.heads = kHeads;
+  args.batch = batch;
+  args.heads = heads;
   args.seq_len = seq_len;
   args.head_dim = head_dim;
   args.dtype = dtype;
@@ -228,8 +233,8 @@ Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
   r.dk = download(dk_dev, elems, dtype);
   r.dv = download(dv_dev, elems, dtype);
   r.lse = download(lse_dev, rows, DType::kFloat32);
-  r.dhead_scale = download(dhead_scale_dev, kHeads, DType::kFloat32);
-  r.dbias = download(dbias_dev, static_cast<size_t>(kHeads) * seq_len, DType::kFloat32);
+  r.dhead_scale = download(dhead_scale_dev, heads, DType::kFloat32);
+  r.dbias = download(dbias_dev, static_cast<size_t>(heads) * seq_len, DType::kFloat32);
   return r;
 }
 
@@ -315,6 +320,23 @@ int main() {
     }
   }
 
+  // Which kernels bf16 runs on this device (fused_attention.cu's dispatch).
+  {
+    cudaDeviceProp properties{};
+    int device = 0;
+    CHECK_CUDA(cudaGetDevice(&device));
+    CHECK_CUDA(cudaGetDeviceProperties(&properties, device));
+    std::printf("device: %s (sm_%d%d)\n", properties.name, properties.major, properties.minor);
+    for (const int head_dim : {64, 128}) {
+      FusedArgs probe;
+      probe.head_dim = head_dim;
+      probe.dtype = DType::kBFloat16;
+      std::printf("bf16 D=%d: forward %s, backward %s\n", head_dim,
+                  attention::cuda::tc::usable(probe, false) ? "tensor cores" : "SIMT",
+                  attention::cuda::tc::usable(probe, true) ? "tensor cores" : "SIMT");
+    }
+  }
+
   const float head_scales[kHeads] = {0.7f, 1.0f, 1.4f};
   // ALiBi's slopes and KERPLE's initial (r1, r2) per head, from the registry (attention/method.h).
   float alibi_slopes[kHeads];
@@ -335,11 +357,27 @@ int main() {
 
   for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
     const bool bf16 = dtype == DType::kBFloat16;
+    // Tolerances, as max |err| / max |ref| against float64 on the same (already rounded) inputs.
+    // fp32: fp32 accumulation over ≤ 200 terms and fp32 exp/log, ~1e-6; 1e-4 leaves room.
+    // bf16: bf16 has an 8-bit significand, unit roundoff u = 2^-9 ≈ 2e-3. Beyond the inputs
+    // (exact here), the kernels round o, dq, dk, dv to bf16 on output (≤ u each) and, on the
+    // tensor-core path, P to bf16 for P·V and dV += Pᵀ·dO and dS to bf16 for dK and dQ, as
+    // FlashAttention-2 does (≤ u per element, mostly averaging out over a row). Those are a few u
+    // together, ≤ ~1e-2 in the worst case where they add up (the host emulation of the
+    // tensor-core kernels, mma_layout_test.cpp, sees ≤ 8.6e-3); lse, dhead_scale and dbias are
+    // accumulated in fp32. 2e-2 (10 u) holds that with margin, while a wrong layout, tile or mask
+    // gives errors of order one. The same bound covers the SIMT path (fp32 P and dS).
     const double tolerance = bf16 ? 2e-2 : 1e-4;
     for (const int head_dim : {64, 128}) {
-      for (const int seq_len : {1, 37, 200}) {
+      std::vector<int> seq_lens = {1, 37, 200};
+      if (bf16) seq_lens.push_back(kLongSeqLen);
+      for (const int seq_len : seq_lens) {
+        // T = 4096: B = H = 1 (the reference is O(T²·D) in float64, a few seconds per score mod).
+        const bool long_case = seq_len == kLongSeqLen;
+        const int batch = long_case ? 1 : kBatch;
+        const int heads = long_case ? 1 : kHeads;
         // Inputs rounded to the element type, so the reference sees exactly what the kernel sees.
-        const size_t elems = static_cast<size_t>(kBatch) * kHeads * seq_len * head_dim;
+        const size_t elems = static_cast<size_t>(batch) * heads * seq_len * head_dim;
         auto random_input = [&] {
           std::vector<double> x(elems);
           for (double& value : x) {
@@ -352,6 +390,9 @@ int main() {
                                   d_o = random_input();
 
         for (const ModCase& c : mod_cases(head_dim, seq_len)) {
+          // At T = 4096: no transform, the learned bias (KERPLE) and everything at once, which
+          // between them reach every term of the logit and every gradient output.
+          if (long_case && !(c.name == "none" || c.bias_params || (c.head_scale && c.alibi))) continue;
           ScoreMod host_mod = c.mod, device_mod = c.mod;
           if (c.head_scale) {
             host_mod.head_scale = head_scales;
@@ -365,8 +406,8 @@ int main() {
             host_mod.bias_params = bias_params;
             device_mod.bias_params = static_cast<const float*>(bias_params_dev.ptr);
           }
-          const Result want = reference(q, k, v, d_o, host_mod, seq_len, head_dim);
-          const Result got = run_kernels(q, k, v, d_o, device_mod, dtype, seq_len, head_dim);
+          const Result want = reference(q, k, v, d_o, host_mod, batch, heads, seq_len, head_dim);
+          const Result got = run_kernels(q, k, v, d_o, device_mod, dtype, batch, heads, seq_len, head_dim);
 
           struct Check {
             const char* name;
@@ -405,7 +446,7 @@ int main() {
             line += text;
           }
           if (!ok) ++failures;
-          std::printf("%-4s %-5s D=%-3d T=%-3d %-26s%s\n", ok ? "ok" : "FAIL", bf16 ? "bf16" : "fp32",
+          std::printf("%-4s %-5s D=%-3d T=%-4d %-26s%s\n", ok ? "ok" : "FAIL", bf16 ? "bf16" : "fp32",
                       head_dim, seq_len, c.name.c_str(), line.c_str());
         }
       }
