@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
     } catch (const harness::InputError& e) {
       fmt::print(stderr, "error: {}\n", e.what());
       return harness::kExitBadInput;
+    } catch (const harness::PortInUse& e) {
+      fmt::print(stderr, "error: {}\n", e.what());
+      return harness::kExitPortInUse;
     } catch (const std::exception& e) {
       fmt::print(stderr, "error: {}\n", e.what());
       return harness::kExitFailure;

@@ -2,6 +2,9 @@
 // talking c10d Gloo over loopback. Two ranks must train what one process trains (within float
 // rounding), resume across world sizes, and fail cleanly, naming the lost rank, when one dies.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -456,6 +459,34 @@ TEST(DataParallel, AKilledRankStopsTheOthersNamingItAndTheRunResumes) {
   EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).state, results::RunState::kDone);
 }
 
+TEST(DataParallel, WithThreeRanksEverySurvivorNamesTheKilledOne) {
+  // Rank 2 is killed; rank 0 sees it at once, rank 1 may sit in its collective until its own
+  // timeout. Both must name rank 2, and only rank 2 (rank 1 is blocked, not lost; rank 0 keeps the
+  // store up until rank 1 has read the verdict).
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(400));
+  const auto dir = tmp.path / "run";
+  const std::string args = "train --no-progress --set run.dist_timeout=8 --set eval.every=0 "
+                           "--set train.batch_size=6 --config " + config.string() + " --run-dir " + dir.string();
+  const int port = harness::dist::free_local_port();
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 3; ++r) ranks.push_back(start_rank(r, 3, port, args, tmp.path / ("r" + std::to_string(r) + ".log")));
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
+  ::kill(ranks[2], SIGKILL);
+  EXPECT_EQ(wait_for(ranks[2], std::chrono::seconds(5)), 128 + SIGKILL);
+  for (int r = 0; r < 2; ++r) {
+    const int code = wait_for(ranks[size_t(r)], std::chrono::seconds(40));
+    if (code < 0) ::kill(ranks[size_t(r)], SIGKILL);
+    const std::string log = read_text(tmp.path / ("r" + std::to_string(r) + ".log"));
+    EXPECT_EQ(code, 1) << log;
+    EXPECT_NE(log.find("rank 2 stopped answering"), std::string::npos) << "rank " << r << ": " << log;
+    EXPECT_EQ(log.find("ranks 1, 2 stopped"), std::string::npos) << "rank " << r << ": " << log;
+    EXPECT_EQ(log.find("ranks 0, 2 stopped"), std::string::npos) << "rank " << r << ": " << log;
+    EXPECT_EQ(log.find("rank 1 stopped"), std::string::npos) << "rank " << r << ": " << log;
+    EXPECT_EQ(log.find("rank 0 (which hosts the rendezvous store) is gone"), std::string::npos) << "rank " << r << ": " << log;
+  }
+}
+
 TEST(DataParallel, AKilledRankZeroEndsTheOthersAndTheRunResumes) {
   test_support::TempDir tmp;
   const auto config = write_config(tmp.path, tiny_yaml(400));
@@ -520,6 +551,59 @@ TEST(DataParallel, OverlappedBucketsWithRealProcessesEqualOneBucket) {
   expect_same_record(results::read_run_file((many / "run.h5").string()),
                      results::read_run_file((one / "run.h5").string()), 1e-6);
   expect_same_parameters(checkpoint_parameters(config, many), checkpoint_parameters(config, one), 1e-6);
+}
+
+TEST(DataParallel, ATakenPortIsReportedForTheLauncherToRetry) {
+  // Rank 0 cannot listen on a port held by another process: it exits with kExitPortInUse (75)
+  // before anything is written, the code on which the --nproc launcher starts the ranks again on
+  // another port.
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(4));
+  const int held = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(held, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(held, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(held, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(held, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  const auto dir = tmp.path / "run";
+  const pid_t r0 = start_rank(0, 2, port, "train --no-progress --set run.dist_timeout=10 --config " + config.string() +
+                                              " --run-dir " + dir.string(), tmp.path / "r0.log");
+  const int code = wait_for(r0, std::chrono::seconds(30));
+  ::close(held);
+  EXPECT_EQ(code, harness::kExitPortInUse) << read_text(tmp.path / "r0.log");
+  EXPECT_NE(read_text(tmp.path / "r0.log").find("the port is taken"), std::string::npos) << read_text(tmp.path / "r0.log");
+  EXPECT_FALSE(fs::exists(dir / "run.h5"));
+}
+
+TEST(DataParallel, TwoTwoRankRunsStartedTogetherBothFinish) {
+  // Two launchers probe free ports at the same moment; a collision is retried, never a failure.
+  test_support::TempDir tmp;
+  const auto config = write_config(tmp.path, tiny_yaml(10));
+  const auto one = tmp.path / "one";
+  ASSERT_EQ(run_harness("train --no-progress --config " + config.string() + " --run-dir " + one.string(),
+                        tmp.path / "one.log"), 0) << read_text(tmp.path / "one.log");
+  const auto reference = results::read_run_file((one / "run.h5").string());
+  std::vector<pid_t> launchers;
+  for (const char* name : {"a", "b"}) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      const std::string cmd = std::string("exec ") + HARNESS_BINARY + " train --no-progress --nproc 2 --config " +
+                              config.string() + " --run-dir " + (tmp.path / name).string() + " > " +
+                              (tmp.path / (std::string(name) + ".log")).string() + " 2>&1";
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    launchers.push_back(pid);
+  }
+  for (size_t i = 0; i < launchers.size(); ++i) {
+    const std::string name = i == 0 ? "a" : "b";
+    EXPECT_EQ(wait_for(launchers[i], std::chrono::seconds(180)), 0) << read_text(tmp.path / (name + ".log"));
+    expect_same_record(results::read_run_file((tmp.path / name / "run.h5").string()), reference, 1e-5);
+  }
 }
 
 TEST(DataParallel, AHungRankIsNamedAfterTheTimeout) {

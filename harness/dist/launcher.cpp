@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "harness/common/errors.h"
 #include "harness/dist/process_group.h"
 #include "harness/dist/world.h"
 
@@ -44,15 +45,15 @@ std::vector<std::string> without_option(const std::vector<std::string>& args, co
   return out;
 }
 
-int launch_local(const std::vector<std::string>& args, int nproc, std::chrono::milliseconds grace) {
-  std::error_code ec;
-  const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  if (ec) throw std::runtime_error("cannot resolve /proc/self/exe: " + ec.message());
+namespace {
+
+// One start of the ranks on `port`; returns the launcher's exit code as launch_local documents it.
+int launch_attempt(const std::string& exe, const std::vector<std::string>& args, int nproc,
+                   std::chrono::milliseconds grace, int port) {
   World world;
   world.size = nproc;
   world.master_addr = "127.0.0.1";
-  world.master_port = free_local_port();
-
+  world.master_port = port;
   struct sigaction action {};
   action.sa_handler = on_launcher_signal;
   sigemptyset(&action.sa_mask);
@@ -107,7 +108,10 @@ int launch_local(const std::vector<std::string>& args, int nproc, std::chrono::m
         --running;
         if (codes[size_t(r)] != 0 && codes[size_t(r)] != 130 && first_failure < 0) {
           first_failure = r;
-          kill_at = std::chrono::steady_clock::now() + grace;
+          // Rank 0 found the port taken: nothing was written, the others are only waiting for
+          // the store. End them now; the caller starts all again on another port.
+          const bool port_taken = r == 0 && codes[0] == kExitPortInUse;
+          kill_at = std::chrono::steady_clock::now() + (port_taken ? std::chrono::milliseconds(0) : grace);
         }
       }
       continue;
@@ -115,8 +119,9 @@ int launch_local(const std::vector<std::string>& args, int nproc, std::chrono::m
     if (first_failure >= 0 && std::chrono::steady_clock::now() >= kill_at) {
       for (int r = 0; r < nproc; ++r)
         if (codes[size_t(r)] < 0) {
-          fmt::print(stderr, "launcher: rank {} still running {} s after rank {} failed: killed\n", r,
-                     grace.count() / 1000, first_failure);
+          if (codes[0] != kExitPortInUse)
+            fmt::print(stderr, "launcher: rank {} still running {} s after rank {} failed: killed\n", r,
+                       grace.count() / 1000, first_failure);
           ::kill(children[size_t(r)], SIGKILL);
         }
       kill_at = std::chrono::steady_clock::time_point::max();
@@ -127,6 +132,25 @@ int launch_local(const std::vector<std::string>& args, int nproc, std::chrono::m
   for (const int c : codes)
     if (c != 0) return c;
   return 0;
+}
+
+}  // namespace
+
+int launch_local(const std::vector<std::string>& args, int nproc, std::chrono::milliseconds grace) {
+  std::error_code ec;
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec) throw std::runtime_error("cannot resolve /proc/self/exe: " + ec.message());
+  // A free port is probed, closed and handed on: another process may take it before rank 0
+  // listens (two runs started together). Rank 0 then exits with kExitPortInUse before anything
+  // is written, and the ranks start again on another port.
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    const int port = free_local_port();
+    const int code = launch_attempt(exe, args, nproc, grace, port);
+    if (code != kExitPortInUse || attempt == kAttempts) return code;
+    fmt::print(stderr, "launcher: port {} was taken before rank 0 could listen; starting the ranks again "
+                       "on another (attempt {} of {})\n", port, attempt + 1, kAttempts);
+  }
 }
 
 }  // namespace harness::dist

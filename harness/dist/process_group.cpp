@@ -1,5 +1,7 @@
 #include "harness/dist/process_group.h"
 
+#include "harness/common/errors.h"
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -28,6 +30,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <atomic>
+#include <memory>
 #include <thread>
 
 // Only std::string formatting here (no fmt): this file also compiles against a pip torch's
@@ -131,7 +135,26 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
 #endif
   c10::Device device = c10::kCPU;  // where the collectives' buffers live
+  // Set by the heartbeat's owner to stop it; the thread holds its own reference to the store.
+  std::shared_ptr<std::atomic<bool>> stop_heartbeat = std::make_shared<std::atomic<bool>>(false);
 };
+
+namespace {
+// Every second, this rank's counter under beat/<rank>: a rank blocked inside a collective still
+// beats, a killed or stopped one does not, so a failure names the rank that is really gone.
+void start_heartbeat(c10::intrusive_ptr<c10d::Store> store, int rank, std::shared_ptr<std::atomic<bool>> stop) {
+  std::thread([store, rank, stop] {
+    for (int64_t n = 1; !stop->load(); ++n) {
+      try {
+        store->set("beat/" + std::to_string(rank), to_bytes(std::to_string(n)));
+      } catch (...) {
+        return;  // the store is gone: rank 0 has exited
+      }
+      for (int i = 0; i < 10 && !stop->load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }).detach();  // never joined: a set() to a stopped rank 0 may block for the store's timeout
+}
+}  // namespace
 
 ProcessGroup::ProcessGroup(const World& world, const std::string& run_id,
                            std::chrono::milliseconds timeout, c10::Device device)
@@ -155,6 +178,9 @@ ProcessGroup::ProcessGroup(const World& world, const std::string& run_id,
   } catch (const std::exception& e) {
     std::string why = e.what();
     why = why.substr(0, why.find('\n'));
+    if (store_options.isServer && std::string(e.what()).find("ddress already in use") != std::string::npos)
+      throw PortInUse("rendezvous (" + rank_text + ", " + world_.source + "): cannot listen on " + where +
+                      ": the port is taken (" + why + ")");
     if (store_options.isServer)
       throw std::runtime_error("rendezvous (" + rank_text + ", " + world_.source + "): listening on " + where +
                                " failed or not all " + std::to_string(world_.size) +
@@ -192,6 +218,7 @@ ProcessGroup::ProcessGroup(const World& world, const std::string& run_id,
 
   // From here on every key is the run's own: a store shared with another run cannot mix them.
   impl_->store = c10::make_intrusive<c10d::PrefixStore>("run/" + run_id, impl_->store);
+  start_heartbeat(impl_->store, world_.rank, impl_->stop_heartbeat);
   const auto prefixed = c10::make_intrusive<c10d::PrefixStore>("pg", impl_->store);
 #ifdef USE_C10D_NCCL
   if (device.is_cuda()) {
@@ -235,7 +262,7 @@ ProcessGroup::ProcessGroup(const World& world, const std::string& run_id,
 #endif
 }
 
-ProcessGroup::~ProcessGroup() = default;
+ProcessGroup::~ProcessGroup() { impl_->stop_heartbeat->store(true); }
 
 const char* ProcessGroup::backend_name() const {
 #ifdef USE_C10D_NCCL
@@ -244,27 +271,60 @@ const char* ProcessGroup::backend_name() const {
   return "gloo";
 }
 
-// After a collective failed: every rank that can still reach the store checks in; those that do
-// not within a few seconds are named. The store lives in rank 0: when it is gone, so is rank 0.
+// After a collective failed: every rank that can still reach the store checks in. A rank that
+// neither checks in within a few seconds nor beats (start_heartbeat) is gone and named; one that
+// beats without checking in is alive but still blocked in its own collective (it fails at its own
+// timeout). The first verdict is kept in the store for the others; rank 0, which hosts the store,
+// waits for such blocked ranks to check in (at most run.dist_timeout more) so that they read it
+// rather than find the store gone. The store lives in rank 0: when it is gone, so is rank 0.
 void ProcessGroup::fail(const char* what, const std::string& error) {
   std::string first_line = error.substr(0, error.find('\n'));
   const std::string prefix = std::string(what) + " failed on rank " + std::to_string(world_.rank) + " of " +
                              std::to_string(world_.size) + ": ";
+  const auto alive_key = [](int r) { return "alive/" + std::to_string(r); };
+  const auto beat_key = [](int r) { return "beat/" + std::to_string(r); };
   std::string lost;
   try {
-    impl_->store->set("alive/" + std::to_string(world_.rank), to_bytes("1"));
-    const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(5));
-    std::vector<int> missing;
+    auto& store = *impl_->store;
+    store.set(alive_key(world_.rank), to_bytes("1"));
+    const auto read_beat = [&](int r) { return store.check({beat_key(r)}) ? to_string(store.get(beat_key(r))) : ""; };
+    std::vector<std::string> first_beat(size_t(world_.size));
+    for (int r = 0; r < world_.size; ++r) first_beat[size_t(r)] = read_beat(r);
+    // Long enough to see a heartbeat move (one a second), short of the collectives' timeout.
+    const auto window = std::min<std::chrono::milliseconds>(timeout_, std::chrono::seconds(5));
+    const auto deadline = Clock::now() + std::max<std::chrono::milliseconds>(window, std::chrono::milliseconds(2500));
+    std::vector<int> gone, blocked;
     do {
-      missing.clear();
-      for (int r = 0; r < world_.size; ++r)
-        if (!impl_->store->check({"alive/" + std::to_string(r)})) missing.push_back(r);
-      if (missing.empty()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      gone.clear();
+      blocked.clear();
+      for (int r = 0; r < world_.size; ++r) {
+        if (store.check({alive_key(r)})) continue;
+        (read_beat(r) != first_beat[size_t(r)] ? blocked : gone).push_back(r);
+      }
+      if (gone.empty() && blocked.empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     } while (Clock::now() < deadline);
-    for (size_t i = 0; i < missing.size(); ++i) lost += (i ? ", " : "") + std::to_string(missing[i]);
-    if (!lost.empty())
-      lost = (missing.size() == 1 ? "rank " : "ranks ") + lost + " stopped answering (killed, crashed or hung longer than run.dist_timeout = " + seconds_text(timeout_) + ")";
+    const auto names = [](const std::vector<int>& ranks) {
+      std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+      for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+      return out;
+    };
+    if (!gone.empty())
+      lost = names(gone) + " stopped answering (killed, crashed or hung longer than run.dist_timeout = " +
+             seconds_text(timeout_) + ")";
+    if (store.check({"verdict"})) {
+      lost = to_string(store.get("verdict"));  // the first rank's, which saw the failure first
+    } else if (!lost.empty()) {
+      store.set("verdict", to_bytes(lost));
+    }
+    if (!blocked.empty() && !lost.empty()) lost += " (" + names(blocked) + " still running, blocked in the collective)";
+    if (world_.rank == 0 && !blocked.empty()) {  // keep the store up until they have read the verdict
+      const auto until = Clock::now() + timeout_ + std::chrono::seconds(5);
+      for (int r : blocked)
+        while (!store.check({alive_key(r)}) && Clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // their get("verdict")
+    }
   } catch (const std::exception&) {
     lost = "rank 0 (which hosts the rendezvous store) is gone";
   }
