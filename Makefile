@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 # Progress lines only: no "Entering directory" from the make that cmake --build runs.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: quickstart test deps build bench results clean
+.PHONY: quickstart test deps build build-harness bench results clean
 
 deps:
 	scripts/install-deps.sh
@@ -16,11 +16,16 @@ build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j$(JOBS)
 
+# Only the executable (no tests, benchmarks or CUDA test binaries): what the quickstart runs.
+build-harness:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j$(JOBS) --target harness_cli
+
 # A τ ablation of si+p-rope plus RoPE and ALiBi (sweeps/quickstart.yaml); a rerun resumes and
 # skips finished runs. Ends with the Table-1-style table and the rendered figures (loss_vs_tau,
 # entropy_vs_context, ...); the theory overlay is the IID-logit Monte Carlo at the quickstart's
 # τ = L/400 = 0.16.
-quickstart: deps build
+quickstart: deps build-harness
 	@$(BUILD)/harness sweep run sweeps/quickstart.yaml --jobs 2 --threads-per-job 1
 	@echo
 	@$(BUILD)/harness export table sweeps/quickstart.yaml --out runs/quickstart/table.md
@@ -44,7 +49,7 @@ bench: build
 
 # docs/results.md: Table 1 (36 runs) and the τ ablation (15 runs) at CPU scale, with their figures
 # (about 40 minutes on 2 cores; a rerun skips finished runs).
-results: deps build
+results: deps build-harness
 	scripts/results.sh $(BUILD)
 
 clean:

@@ -8,7 +8,7 @@
 #
 #   bench/dist_scaling.sh [BUILD_DIR]          prints a Markdown table
 #   env CONTEXTS="64 1024"   training contexts (bench/peer/bench.yaml, batch scaled to ~2k tokens)
-#   env REPEATS=2 WARMUP=5 STEPS=60
+#   env REPEATS=2 WARMUP=5 STEPS=60 CORPUS=DIR (a directory of .txt files instead of data/sotu)
 #
 # Tokens/s from /train/seconds and /train/tokens of run.h5 over steps WARMUP+1 … STEPS (training
 # steps only); the collectives' share from the run's last "data parallel: … in collectives" line.
@@ -23,7 +23,8 @@ WARMUP="${WARMUP:-5}"
 STEPS="${STEPS:-60}"
 PY=/usr/bin/python3
 [[ -x "$HARNESS" ]] || { echo "dist_scaling: $HARNESS not found" >&2; exit 1; }
-[[ -d "$ROOT/data/sotu" ]] || { echo "dist_scaling: corpus $ROOT/data/sotu missing (scripts/fetch-corpus.sh)" >&2; exit 1; }
+CORPUS="${CORPUS:-}"  # a directory of .txt files instead of data/sotu (the CTest: the fixture)
+[[ -n "$CORPUS" || -d "$ROOT/data/sotu" ]] || { echo "dist_scaling: corpus $ROOT/data/sotu missing (scripts/fetch-corpus.sh)" >&2; exit 1; }
 TMP="$(mktemp -d /tmp/dist_scaling.XXXXXX)"
 trap 'rm -rf "$TMP"' EXIT
 
@@ -49,6 +50,7 @@ for L in $CONTEXTS; do
   batch=$(( batch % 2 ? batch + 1 : batch ))
   set_args=(--set train.context=$L --set train.batch_size=$batch --set train.steps=$STEPS
             --set eval.contexts=[L] --set eval.windows=2 --set run.out_dir="$TMP")
+  [[ -n "$CORPUS" ]] && set_args+=(--set data.corpus="$(realpath "$CORPUS")")
   declare -a a=() b=() c=() d=() share=()
   for r in $(seq "$REPEATS"); do
     for mode in 11 12 21 20; do

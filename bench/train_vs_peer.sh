@@ -10,6 +10,7 @@
 #   env REPEATS=2   runs of each, interleaved harness, peer, harness, peer, … (medians reported)
 #   env WARMUP=5    first steps excluded from tokens/s
 #   env STEPS=…     override train.steps of bench/peer/bench.yaml (default 60)
+#   env CORPUS=DIR  a directory of .txt files instead of data/sotu
 #   env SET='k=v …' more overrides for both, e.g. SET='train.context=256 train.batch_size=8'
 #                   (model, train and attention keys the peer understands; see nanogpt_peer.py)
 #   env OMP_WAIT_POLICY=PASSIVE|ACTIVE  for both (default PASSIVE, the harness's own default).
@@ -45,7 +46,12 @@ die() { echo "train_vs_peer: $*" >&2; exit 1; }
 [[ "$REPEATS" =~ ^[1-9][0-9]*$ ]] || die "REPEATS must be a positive integer, got '$REPEATS'"
 [[ "$WARMUP" =~ ^[0-9]+$ ]] || die "WARMUP must be an integer >= 0, got '$WARMUP'"
 [[ -z "$STEPS" || "$STEPS" =~ ^[1-9][0-9]*$ ]] || die "STEPS must be a positive integer, got '$STEPS'"
-[[ -d "$ROOT/data/sotu" ]] || die "the corpus $ROOT/data/sotu is missing (scripts/fetch-corpus.sh)"
+CORPUS="${CORPUS:-}"  # a directory of .txt files instead of data/sotu (the CTest: the fixture)
+if [[ -n "$CORPUS" ]]; then
+  [[ -d "$CORPUS" ]] || die "CORPUS=$CORPUS is not a directory"
+else
+  [[ -d "$ROOT/data/sotu" ]] || die "the corpus $ROOT/data/sotu is missing (scripts/fetch-corpus.sh)"
+fi
 if [[ ! -x /usr/bin/time ]]; then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
     echo "train_vs_peer: installing GNU time (apt-get install -y time)" >&2
@@ -64,6 +70,7 @@ RESULTS="$TMP/results.tsv"
 
 overrides=()
 [[ -n "$STEPS" ]] && overrides=(--set "train.steps=$STEPS")
+[[ -n "$CORPUS" ]] && overrides+=(--set "data.corpus=$(realpath "$CORPUS")")
 for kv in $SET; do
   [[ "$kv" == *=* ]] || die "SET entries must be key=value, got '$kv'"
   overrides+=(--set "$kv")

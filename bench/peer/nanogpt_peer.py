@@ -80,6 +80,8 @@ FIXED = {
     "optim.name": ("muon",), "optim.weight_decay": ("0", "0.0"),
     "schedule.kind": ("constant-cooldown",), "schedule.warmup_steps": ("0",),
     "run.device": ("cpu",), "task": ("lm",),
+    "train.micro_batch_size": ("0",), "train.precision": ("fp32",),
+    "train.activation_checkpointing": ("false",),
 }
 # Keys that do not change the training step: validation, output, threads (--threads), kernel.
 IGNORED = ("name", "eval.", "run.", "attention.kernel", "attention.rope_base", "optim.lr_scalar")
