@@ -32,6 +32,19 @@ figures table1 sweeps/table1.yaml --theory runs/theory/entropy-results.h5
 figures tau-ablation sweeps/tau-ablation.yaml --theory runs/theory/entropy-results.h5
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+# The revisions the runs were trained at (each run.h5 records its own), not only this one.
+trained=$(/usr/bin/python3 - runs/table1 runs/tau-ablation <<'PY'
+import collections, glob, sys
+import h5py
+count = collections.Counter()
+for folder in sys.argv[1:]:
+    for path in glob.glob(f"{folder}/*/run.h5"):
+        with h5py.File(path, "r") as f:
+            rev = f["config"].attrs.get("git_revision", "unknown")
+            count[rev.decode() if isinstance(rev, bytes) else str(rev)] += 1
+print(", ".join(f"{rev} ({n} runs)" for rev, n in sorted(count.items())) or "none")
+PY
+)
 {
   echo "# Results at CPU scale"
   echo
@@ -42,10 +55,15 @@ cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
   echo "4 heads) trained at L = 64 on the State of the Union corpus, 800 steps of 32 windows, validated"
   echo "zero-shot at L, 4L and 16L; τ = L/400 and the p-RoPE base L/4 (README: why they scale with L)."
   echo "Cells: validation loss (nats/byte), mean ± standard error over 3 seeds; bold: best per column."
+  echo "The runs were trained at revision(s) $trained (each run.h5's /config git_revision)."
   echo
   echo "## Table 1: fourteen methods (sweeps/table1.yaml)"
   echo
   table sweeps/table1.yaml
+  echo
+  echo "YaRN at L = 64 is not YaRN as the paper runs it: its β = 32 rotations exceed the ~10 turns the"
+  echo "fastest frequency pair makes over 64 positions, so every pair is interpolated (at L = 256 YaRN"
+  echo "is the best rotary method at 4×). Read its row as YaRN's formula outside its design range."
   echo
   echo "Attention entropy at the last validation, mean over layers and heads:"
   echo

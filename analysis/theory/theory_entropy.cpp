@@ -259,7 +259,8 @@ void put_lemma1(results::DatasetGroup& g, double tau, const attention::StatsLayo
 }
 
 // Fits of the range entropy per Δ, on every range and on t ≥ 10: with t = 1 (for Δ = 2 a
-// one-key range, entropy 0) the √(ln t) shape wins; from t = 10 the two fit about as well.
+// one-key range, entropy 0) the √(ln t) shape wins by far; from t = 10 it still fits
+// scale-invariant attention better, by about the seed-to-seed spread of R² (docs/attention.md).
 void put_range_fits(results::DatasetGroup& g, const std::vector<int64_t>& range_ratios,
                     const attention::StatsLayout& layout, const std::vector<Mean>& range_entropy) {
   std::vector<int64_t> ratios;
