@@ -107,14 +107,16 @@ ScoreMod with_bias_params(ScoreMod mod, const torch::Tensor& params, std::vector
 }
 }  // namespace
 
-const RotaryTables& CausalAttentionImpl::cached_rotary_tables(int64_t context,
-                                                             const torch::TensorOptions& options) const {
-  // Keyed by context, device and dtype: a training step's layers and steps share one table.
+RotaryTables CausalAttentionImpl::cached_rotary_tables(int64_t context,
+                                                      const torch::TensorOptions& options) const {
+  // The training context's tables are kept (keyed by device and dtype): every step reuses them.
+  // Validation contexts (up to 16L, per layer) are built per forward rather than held all run.
+  if (context != options_.train_context) return rotary_tables(method_, context, options);
   const std::string key = std::to_string(context) + "/" + options.device().str() + "/" +
                           std::string(c10::toString(c10::typeMetaToScalarType(options.dtype())));
   auto found = rotary_cache_.find(key);
   if (found != rotary_cache_.end()) return found->second;
-  if (rotary_cache_.size() >= 16) rotary_cache_.clear();  // bounded: a few contexts per run
+  if (rotary_cache_.size() >= 4) rotary_cache_.clear();  // bounded: a device or two, a dtype or two
   return rotary_cache_.emplace(key, rotary_tables(method_, context, options)).first->second;
 }
 
@@ -133,14 +135,14 @@ torch::TensorOptions table_options(const torch::Tensor& x) {
 std::pair<torch::Tensor, torch::Tensor> CausalAttentionImpl::rotate(const torch::Tensor& q,
                                                                     const torch::Tensor& k) const {
   if (!method_.rotary()) return {q, k};
-  const RotaryTables& tables = cached_rotary_tables(q.size(2), table_options(q));
+  const RotaryTables tables = cached_rotary_tables(q.size(2), table_options(q));
   return {rotate_one(q, tables), rotate_one(k, tables)};
 }
 
 std::pair<torch::Tensor, torch::Tensor> CausalAttentionImpl::rotate_rows(
     const torch::Tensor& q, const torch::Tensor& k, int64_t start, int64_t context) const {
   if (!method_.rotary()) return {q, k};
-  const RotaryTables& all = cached_rotary_tables(context, table_options(q));
+  const RotaryTables all = cached_rotary_tables(context, table_options(q));
   const RotaryTables rows{all.cos.narrow(0, start, q.size(2)).contiguous(),
                           all.sin.narrow(0, start, q.size(2)).contiguous()};
   return {rotate_one(q, rows), rotate_one(k, rows)};

@@ -96,9 +96,9 @@ struct CausalAttentionImpl : torch::nn::Module {
   torch::Tensor attend_rows(const torch::Tensor& qr, const torch::Tensor& kr, const torch::Tensor& v,
                             int64_t start, int64_t context) const;
 
-  // Rotary tables of `context` in `options`, built once and kept (on the device they are used
-  // on): not rebuilt in float64 on the host for every layer and step.
-  const RotaryTables& cached_rotary_tables(int64_t context, const torch::TensorOptions& options) const;
+  // Rotary tables of `context` in `options`; the training context's are built once and kept on
+  // the device they are used on, not rebuilt in float64 on the host every layer and step.
+  RotaryTables cached_rotary_tables(int64_t context, const torch::TensorOptions& options) const;
 
   MethodOptions options_;
   Method method_;

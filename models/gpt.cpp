@@ -107,8 +107,9 @@ AttentionBlockImpl::AttentionBlockImpl(const GPTOptions& options, int64_t /*laye
   core = register_module("core", attention::CausalAttention(m));
 }
 
-torch::Tensor AttentionBlockImpl::forward_cached(const torch::Tensor& x, torch::Tensor& k_cache,
+torch::Tensor AttentionBlockImpl::forward_cached(const torch::Tensor& x_in, torch::Tensor& k_cache,
                                                  torch::Tensor& v_cache, int64_t context) {
+  const auto x = reduced(compute) ? x_in.to(compute) : x_in;  // cast once for q, k, v
   const auto B = x.size(0), n = x.size(1);
   auto split = [&](const torch::Tensor& t) {  // (B, n, H·D) → (B, H, n, D)
     return t.view({B, n, heads, head_dim}).transpose(1, 2);
@@ -120,8 +121,10 @@ torch::Tensor AttentionBlockImpl::forward_cached(const torch::Tensor& x, torch::
   return apply_linear(o, y, compute);                                  // (B, n, C)
 }
 
-torch::Tensor AttentionBlockImpl::forward(const torch::Tensor& x, int64_t context,
+torch::Tensor AttentionBlockImpl::forward(const torch::Tensor& x_in, int64_t context,
                                           attention::AttentionProbe* probe) {
+  // Mixed precision: x cast once for the three projections (apply_linear's cast is then a no-op).
+  const auto x = reduced(compute) ? x_in.to(compute) : x_in;
   const auto B = x.size(0), T = x.size(1);
   // (B, T, C) → (B, T, H, D) → (B, H, T, D)
   auto split = [&](const torch::Tensor& t) {
