@@ -47,7 +47,7 @@ bench: build
 	scripts/install-deps.sh --no-corpus --bench
 	scripts/bench.sh $(BUILD)
 
-# docs/results.md: Table 1 (36 runs) and the τ ablation (15 runs) at CPU scale, with their figures
+# docs/results.md: Table 1 (sweeps/table1.yaml) and the τ ablation at CPU scale, with their figures
 # (about 40 minutes on 2 cores; a rerun skips finished runs).
 results: deps build-harness
 	scripts/results.sh $(BUILD)

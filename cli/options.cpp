@@ -9,7 +9,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "harness/dist/launcher.h"
+#include "harness/distributed/launcher.h"
 #include "harness/train/trainer.h"
 #include "harness/common/errors.h"
 
@@ -91,7 +91,7 @@ int launch_ranks(const config::LoadedConfig& loaded, const std::vector<std::stri
                                  "(WORLD_SIZE={}); launch it without --nproc", nproc, w));
   train::batch_shares(loaded, nproc, fmt::format("--nproc {}", nproc));
   const auto grace = std::chrono::milliseconds(int64_t(loaded.config.run.dist_timeout * 1000) + 10000);
-  return dist::launch_local(rank_args, nproc, grace);
+  return distributed::launch_local(rank_args, nproc, grace);
 }
 
 }  // namespace harness::cli

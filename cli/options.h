@@ -33,7 +33,7 @@ config::LoadedConfig load_config_with_overrides(const std::string& path,
 void note_unread_keys(const config::RunConfig& config, const std::map<std::string, std::string>& what);
 
 // `--nproc N`: checks what the ranks would refuse (a batch N does not divide) once, then runs this
-// executable with `rank_args` as N local ranks (harness/dist/launcher.h); returns its exit code.
+// executable with `rank_args` as N local ranks (harness/distributed/launcher.h); returns its exit code.
 int launch_ranks(const config::LoadedConfig& loaded, const std::vector<std::string>& rank_args, int nproc);
 
 }  // namespace harness::cli

@@ -10,7 +10,7 @@
 #include "cli/options.h"
 #include "results/run_paths.h"
 #include "harness/common/errors.h"
-#include "harness/dist/world.h"
+#include "harness/distributed/world.h"
 #include "sweeps/plan.h"
 #include "sweeps/runner.h"
 #include "sweeps/slurm.h"
@@ -117,7 +117,7 @@ int run_one(const Args& args) {
   o.nproc = vm["nproc"].as<int>();
   o.take_lock = vm.count("no-lock") == 0;
   if (o.nproc < 1) throw InputError(fmt::format("--nproc: expected 1 or more, got {}", o.nproc));
-  if (o.nproc == 1) o.world = dist::world_from_environment();
+  if (o.nproc == 1) o.world = distributed::world_from_environment();
   return sweeps::run_one(sweep, size_t(index), o);
 }
 

@@ -2,8 +2,8 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "harness/dist/launcher.h"
-#include "harness/dist/world.h"
+#include "harness/distributed/launcher.h"
+#include "harness/distributed/world.h"
 #include "harness/tasks/task.h"
 #include "harness/common/errors.h"
 
@@ -48,13 +48,13 @@ int train_command(const Args& args) {
   const int nproc = vm["nproc"].as<int>();
   if (nproc > 1) {
     std::vector<std::string> rank_args = {"train"};
-    const auto rest = dist::without_option(args, "--nproc");
+    const auto rest = distributed::without_option(args, "--nproc");
     rank_args.insert(rank_args.end(), rest.begin(), rest.end());
     return launch_ranks(loaded, rank_args, nproc);
   }
   if (nproc < 1) throw InputError(fmt::format("--nproc: expected 1 or more, got {}", nproc));
   train::TrainOptions opts;
-  opts.world = dist::world_from_environment();
+  opts.world = distributed::world_from_environment();
   opts.run_dir = run_dir;
   // torchrun --max_restarts: a restarted group (TORCHELASTIC_RESTART_COUNT > 0) continues from the
   // last checkpoint by itself, as its workers are expected to.

@@ -1,5 +1,5 @@
 // What data-parallel training needs from a process group, as an interface: the optimisers and the
-// evaluation reduce through it without knowing c10d (harness/dist/process_group.h implements it
+// evaluation reduce through it without knowing c10d (harness/distributed/process_group.h implements it
 // with Gloo or NCCL). Every call is collective: every rank makes it, in the same order.
 #pragma once
 

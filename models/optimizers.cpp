@@ -101,9 +101,9 @@ const char* param_group_name(ParamGroup g) {
 ParamGroup classify_parameter(const std::string& name, const torch::Tensor& param) {
   if (starts_with(name, "embed.")) return ParamGroup::kEmbed;
   if (starts_with(name, "head.")) return ParamGroup::kHead;
-  // The attention method's own parameters (learned LogN scales, ...) are never Muon's.
-  if (name.find(".core.") != std::string::npos || name.find("logn_scale") != std::string::npos)
-    return ParamGroup::kScalar;
+  // The attention method's own parameters (learned LogN scales, KERPLE's r1 and r2, any
+  // registry row's) live in the attention core module (models/gpt.h) and are never Muon's.
+  if (name.find(".attn.core.") != std::string::npos) return ParamGroup::kScalar;
   if (param.dim() == 2 && starts_with(name, "blocks.")) return ParamGroup::kHidden;
   return ParamGroup::kScalar;
 }

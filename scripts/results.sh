@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make results`: the CPU-scale results of docs/results.md, regenerated in one go. Runs (or
-# resumes: finished runs are skipped) Table 1 (sweeps/table1.yaml, 42 runs) and the τ ablation
-# (sweeps/tau-ablation.yaml, 15 runs), then writes their tables and figures into docs/results/ and
+# resumes: finished runs are skipped) Table 1 (sweeps/table1.yaml) and the τ ablation
+# (sweeps/tau-ablation.yaml), then writes their tables and figures into docs/results/ and
 # docs/results.md with the machine and the revision. Every number in docs/results.md is what this
 # script printed. RESULTS_JOBS (default: the core count) runs at a time, one thread each.
 set -euo pipefail
@@ -57,7 +57,9 @@ PY
   echo "Cells: validation loss (nats/byte), mean ± standard error over 3 seeds; bold: best per column."
   echo "The runs were trained at revision(s) $trained (each run.h5's /config git_revision)."
   echo
-  echo "## Table 1: fourteen methods (sweeps/table1.yaml)"
+  # Counted from the sweep, not written: the plan's first line says "…: N runs → …".
+  methods=$("$HARNESS" sweep plan sweeps/table1.yaml | grep -c 'attention.method=' || true)
+  echo "## Table 1 (sweeps/table1.yaml: $methods runs, every method × seed)"
   echo
   table sweeps/table1.yaml
   echo

@@ -25,7 +25,7 @@
 
 #include "harness/config/engine_options.h"
 #include "harness/data/dataset.h"
-#include "harness/dist/launcher.h"
+#include "harness/distributed/launcher.h"
 #include "harness/tasks/task.h"
 #include "harness/common/errors.h"
 #include "harness/common/interrupt.h"
@@ -172,7 +172,7 @@ int run_one(const Sweep& sweep, size_t index, const RunOneOptions& o) {
     std::vector<std::string> args = {"sweep", "run-one", sweep.path, "--index", std::to_string(index),
                                      "--threads", std::to_string(loaded.config.run.threads), "--no-lock"};
     if (o.retry_failed) args.push_back("--retry-failed");
-    const int code = dist::launch_local(
+    const int code = distributed::launch_local(
         args, o.nproc, std::chrono::milliseconds(int64_t(loaded.config.run.dist_timeout * 1000) + 10000));
     fmt::print(stderr, "[{}] run {}: {} ranks exited {}\n", clock_time(), run.id, o.nproc, code);
     return code;

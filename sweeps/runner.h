@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <string>
 
-#include "harness/dist/world.h"
+#include "harness/distributed/world.h"
 #include "sweeps/sweep_file.h"
 
 namespace harness::sweeps {
@@ -38,7 +38,7 @@ struct RunOneOptions {
   bool retry_failed = false;
   int nproc = 1;              // > 1: hold the lock and launch this many local ranks
   bool take_lock = true;      // false: the caller (a launcher) holds the run's lock
-  dist::World world;          // this process's rank when it is one (srun, a launcher's child)
+  distributed::World world;          // this process's rank when it is one (srun, a launcher's child)
 };
 
 // Trains run `index` in this process under its lock (what workers and Slurm tasks execute):

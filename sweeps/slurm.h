@@ -15,7 +15,7 @@ struct SlurmOptions {
   int gpus_per_task = 0;             // 0: no GPU request
   int max_parallel = 0;              // array throttle %K; 0: none
   int nodes_per_run = 1;             // data parallel: each task is nodes × ntasks_per_node ranks,
-  int ntasks_per_node = 1;           // launched with srun (harness/dist)
+  int ntasks_per_node = 1;           // launched with srun (harness/distributed)
   int signal_seconds = 120;          // USR1 this long before the time limit: checkpoint + requeue
   std::vector<std::string> sbatch_args;  // extra #SBATCH lines, e.g. "--account=abc"
   bool retry_failed = false;

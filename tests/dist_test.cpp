@@ -1,4 +1,4 @@
-// Data-parallel training (harness/dist): ranks are real processes of the harness executable
+// Data-parallel training (harness/distributed): ranks are real processes of the harness executable
 // talking c10d Gloo over loopback. Two ranks must train what one process trains (within float
 // rounding), resume across world sizes, and fail cleanly, naming the lost rank, when one dies.
 #include <gtest/gtest.h>
@@ -21,9 +21,9 @@
 
 #include "harness/config/engine_options.h"
 #include "harness/config/schema.h"
-#include "harness/dist/gradient_reducer.h"
-#include "harness/dist/process_group.h"
-#include "harness/dist/world.h"
+#include "harness/distributed/gradient_reducer.h"
+#include "harness/distributed/process_group.h"
+#include "harness/distributed/world.h"
 #include "harness/train/checkpoint.h"
 #include "harness/common/errors.h"
 #include "models/gpt.h"
@@ -160,10 +160,29 @@ void expect_same_parameters(const std::vector<torch::Tensor>& a, const std::vect
   }
 }
 
+// A long run (400 steps, no validation) on two ranks started by hand; each rank's output in
+// r<rank>.log under `tmp`.
+struct TwoRanks {
+  fs::path dir;
+  std::string args;  // the command line both ranks run (plus --resume, to continue it)
+  pid_t r0 = -1, r1 = -1;
+};
+TwoRanks start_two_ranks(const fs::path& tmp, int dist_timeout) {
+  TwoRanks t;
+  const auto config = write_config(tmp, tiny_yaml(400));
+  t.dir = tmp / "run";
+  t.args = "train --no-progress --set run.dist_timeout=" + std::to_string(dist_timeout) +
+           " --set eval.every=0 --config " + config.string() + " --run-dir " + t.dir.string();
+  const int port = harness::distributed::free_local_port();
+  t.r0 = start_rank(0, 2, port, t.args, tmp / "r0.log");
+  t.r1 = start_rank(1, 2, port, t.args, tmp / "r1.log");
+  return t;
+}
+
 }  // namespace
 
 TEST(DataParallel, WorldFromTorchrunAndSlurmVariables) {
-  using harness::dist::world_from_environment;
+  using harness::distributed::world_from_environment;
   std::map<std::string, std::string> env;
   const auto getenv = [&](const char* name) -> const char* {
     const auto it = env.find(name);
@@ -185,7 +204,7 @@ TEST(DataParallel, WorldFromTorchrunAndSlurmVariables) {
   EXPECT_EQ(w.rank, 3);
   EXPECT_EQ(w.local_rank, 1);
   EXPECT_EQ(w.local_size, 2);
-  EXPECT_EQ(w.master_port, harness::dist::slurm_port(123456, 0));
+  EXPECT_EQ(w.master_port, harness::distributed::slurm_port(123456, 0));
   EXPECT_FALSE(w.join_agent_store);
   // The step's node list (not the job's), its layout at this node, a port per job and step.
   env = {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "7"}, {"SLURM_LOCALID", "1"}, {"SLURM_STEP_ID", "3"},
@@ -196,10 +215,10 @@ TEST(DataParallel, WorldFromTorchrunAndSlurmVariables) {
   EXPECT_EQ(w.master_addr, "node03");
   EXPECT_EQ(w.local_size, 1);  // the fourth node of 2,2,2,1
   EXPECT_EQ(w.master_port, 12000 + (16 * 3456 + 3) % 20000);
-  EXPECT_NE(w.master_port, harness::dist::slurm_port(123456, 2));  // two steps of one job differ
+  EXPECT_NE(w.master_port, harness::distributed::slurm_port(123456, 2));  // two steps of one job differ
   for (long long job : {0LL, 1LL, 19999LL, 123456LL, 9999999LL})
     for (long long step : {0LL, 15LL}) {
-      const int port = harness::dist::slurm_port(job, step);
+      const int port = harness::distributed::slurm_port(job, step);
       EXPECT_GE(port, 1024);
       EXPECT_LT(port, 32768);  // below Linux's ephemeral range
     }
@@ -233,8 +252,8 @@ TEST(DataParallel, WorldFromTorchrunAndSlurmVariables) {
 }
 
 TEST(DataParallel, SlurmHostListsAndTaskLayouts) {
-  using harness::dist::expand_hostlist;
-  using harness::dist::expand_tasks_per_node;
+  using harness::distributed::expand_hostlist;
+  using harness::distributed::expand_tasks_per_node;
   EXPECT_EQ(expand_hostlist("node[01-04,07]"),
             (std::vector<std::string>{"node01", "node02", "node03", "node04", "node07"}));
   EXPECT_EQ(expand_hostlist("gpu5"), (std::vector<std::string>{"gpu5"}));
@@ -250,8 +269,8 @@ TEST(DataParallel, SlurmHostListsAndTaskLayouts) {
 }
 
 TEST(DataParallel, GlooListensWhereTheOtherHostsReachIt) {
-  using harness::dist::gloo_listen_address;
-  harness::dist::World w;
+  using harness::distributed::gloo_listen_address;
+  harness::distributed::World w;
   w.size = 4;
   w.local_size = 2;
   w.spans_hosts = true;
@@ -259,7 +278,7 @@ TEST(DataParallel, GlooListensWhereTheOtherHostsReachIt) {
   w.source = "torchrun variables";
   auto one_host = w;
   one_host.spans_hosts = false;
-  const std::vector<harness::dist::Interface> lo_eth{{"lo", "127.0.0.1"}, {"eth0", "10.1.2.3"}};
+  const std::vector<harness::distributed::Interface> lo_eth{{"lo", "127.0.0.1"}, {"eth0", "10.1.2.3"}};
   // One host: loopback is right. Several: the route's address, unless it is loopback (Debian's
   // 127.0.1.1 for the host's own name), then the one other interface.
   EXPECT_EQ(gloo_listen_address(one_host, "127.0.1.1", lo_eth), "127.0.1.1");
@@ -281,11 +300,11 @@ TEST(DataParallel, GlooListensWhereTheOtherHostsReachIt) {
     const auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   };
-  EXPECT_TRUE(harness::dist::world_from_environment(getenv).spans_hosts);
+  EXPECT_TRUE(harness::distributed::world_from_environment(getenv).spans_hosts);
   env["LOCAL_WORLD_SIZE"] = "4";
-  EXPECT_FALSE(harness::dist::world_from_environment(getenv).spans_hosts);
+  EXPECT_FALSE(harness::distributed::world_from_environment(getenv).spans_hosts);
   env.erase("LOCAL_WORLD_SIZE");  // not said: taken as one host
-  EXPECT_FALSE(harness::dist::world_from_environment(getenv).spans_hosts);
+  EXPECT_FALSE(harness::distributed::world_from_environment(getenv).spans_hosts);
 }
 
 TEST(DataParallel, TwoRanksTrainWhatOneProcessTrains) {
@@ -323,7 +342,7 @@ TEST(DataParallel, ARealTorchrunTrainsWhatOneProcessTrains) {
   const std::string torchrun = std::string("/usr/bin/python3 ") + HARNESS_SOURCE_DIR + "/scripts/torchrun.py";
   const std::vector<std::pair<std::string, std::string>> launches = {
       {"static", "--nproc_per_node 2 --master_addr 127.0.0.1 --master_port " +
-                     std::to_string(harness::dist::free_local_port())},
+                     std::to_string(harness::distributed::free_local_port())},
       {"standalone", "--standalone --nproc_per_node 2"}};
   for (const auto& [name, rendezvous] : launches) {
     SCOPED_TRACE(name);
@@ -374,7 +393,7 @@ TEST(DataParallel, TorchrunRestartsAKilledRankAndTheRunResumes) {
     // Saves slowed to 1.5 s (a test hook) keep the 30 steps running long enough to be interrupted.
     const std::string cmd = std::string("HARNESS_TEST_SAVE_DELAY_MS=1500 exec /usr/bin/python3 ") + HARNESS_SOURCE_DIR +
                             "/scripts/torchrun.py --nproc_per_node 2 --max_restarts 1 --monitor_interval 1 "
-                            "--master_addr 127.0.0.1 --master_port " + std::to_string(harness::dist::free_local_port()) +
+                            "--master_addr 127.0.0.1 --master_port " + std::to_string(harness::distributed::free_local_port()) +
                             " --no_python " + HARNESS_BINARY + " train --no-progress --config " + config.string() +
                             " --run-dir " + dir.string() + " > " + log.string() + " 2>&1";
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
@@ -432,13 +451,8 @@ TEST(DataParallel, ResumesWithAnotherWorldSize) {
 
 TEST(DataParallel, AKilledRankStopsTheOthersNamingItAndTheRunResumes) {
   test_support::TempDir tmp;
-  const auto config = write_config(tmp.path, tiny_yaml(400));
-  const auto dir = tmp.path / "run";
-  const std::string args = "train --no-progress --set run.dist_timeout=10 --set eval.every=0 --config " +
-                           config.string() + " --run-dir " + dir.string();
-  const int port = harness::dist::free_local_port();
-  const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
-  const pid_t r1 = start_rank(1, 2, port, args, tmp.path / "r1.log");
+  const auto ranks = start_two_ranks(tmp.path, 10);
+  const auto& [dir, args, r0, r1] = ranks;
   // Kill rank 1 once a checkpoint exists.
   ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
   ::kill(r1, SIGKILL);
@@ -468,7 +482,7 @@ TEST(DataParallel, WithThreeRanksEverySurvivorNamesTheKilledOne) {
   const auto dir = tmp.path / "run";
   const std::string args = "train --no-progress --set run.dist_timeout=8 --set eval.every=0 "
                            "--set train.batch_size=6 --config " + config.string() + " --run-dir " + dir.string();
-  const int port = harness::dist::free_local_port();
+  const int port = harness::distributed::free_local_port();
   std::vector<pid_t> ranks;
   for (int r = 0; r < 3; ++r) ranks.push_back(start_rank(r, 3, port, args, tmp.path / ("r" + std::to_string(r) + ".log")));
   ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
@@ -489,13 +503,8 @@ TEST(DataParallel, WithThreeRanksEverySurvivorNamesTheKilledOne) {
 
 TEST(DataParallel, AKilledRankZeroEndsTheOthersAndTheRunResumes) {
   test_support::TempDir tmp;
-  const auto config = write_config(tmp.path, tiny_yaml(400));
-  const auto dir = tmp.path / "run";
-  const std::string args = "train --no-progress --set run.dist_timeout=10 --set eval.every=0 --config " +
-                           config.string() + " --run-dir " + dir.string();
-  const int port = harness::dist::free_local_port();
-  const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
-  const pid_t r1 = start_rank(1, 2, port, args, tmp.path / "r1.log");
+  const auto ranks = start_two_ranks(tmp.path, 10);
+  const auto& [dir, args, r0, r1] = ranks;
   ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
   ::kill(r0, SIGKILL);  // rank 0 hosts the store and owns the run directory
   const auto killed = Clock::now();
@@ -513,13 +522,8 @@ TEST(DataParallel, AKilledRankZeroEndsTheOthersAndTheRunResumes) {
 
 TEST(DataParallel, SigtermToOneRankCheckpointsEveryRankAtOneStep) {
   test_support::TempDir tmp;
-  const auto config = write_config(tmp.path, tiny_yaml(400));
-  const auto dir = tmp.path / "run";
-  const std::string args = "train --no-progress --set run.dist_timeout=20 --set eval.every=0 --config " +
-                           config.string() + " --run-dir " + dir.string();
-  const int port = harness::dist::free_local_port();
-  const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
-  const pid_t r1 = start_rank(1, 2, port, args, tmp.path / "r1.log");
+  const auto ranks = start_two_ranks(tmp.path, 20);
+  const auto& [dir, args, r0, r1] = ranks;
   ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
   ::kill(r1, SIGTERM);  // one rank only: the flag rides the next all-reduce to rank 0
   const int c1 = wait_for(r1, std::chrono::seconds(30)), c0 = wait_for(r0, std::chrono::seconds(30));
@@ -531,7 +535,7 @@ TEST(DataParallel, SigtermToOneRankCheckpointsEveryRankAtOneStep) {
   EXPECT_EQ(r.state, results::RunState::kInterrupted);
   EXPECT_NE(r.reason.find("a signal to another rank"), std::string::npos) << r.reason;
   // Rank 0's checkpoint is at the step the run stopped at: the resume continues from there.
-  const auto loaded = harness::config::load_run_config(config.string());
+  const auto loaded = harness::config::load_run_config((tmp.path / "tiny.yaml").string());
   models::GPT model(harness::config::gpt_options(loaded.config, 256));
   models::Optimizers optim(model, loaded.config.optim);
   const auto state = harness::train::load_checkpoint((dir / "checkpoint.pt").string(), model, optim);
@@ -612,7 +616,7 @@ TEST(DataParallel, AHungRankIsNamedAfterTheTimeout) {
   const auto dir = tmp.path / "run";
   const std::string args = "train --no-progress --set run.dist_timeout=3 --set eval.every=0 --config " +
                            config.string() + " --run-dir " + dir.string();
-  const int port = harness::dist::free_local_port();
+  const int port = harness::distributed::free_local_port();
   const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
   const pid_t r1 = start_rank(1, 2, port, args, tmp.path / "r1.log");
   ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
@@ -632,7 +636,7 @@ TEST(DataParallel, RanksWithDifferentConfigsFailAtTheRendezvous) {
   const auto dir = tmp.path / "run";
   const std::string args = "train --no-progress --set run.dist_timeout=10 --config " + config.string() +
                            " --run-dir " + dir.string();
-  const int port = harness::dist::free_local_port();
+  const int port = harness::distributed::free_local_port();
   const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
   const pid_t r1 = start_rank(1, 2, port, args + " --set train.seed=6", tmp.path / "r1.log");
   EXPECT_EQ(wait_for(r0, std::chrono::seconds(15)), 1);
@@ -760,7 +764,7 @@ TEST(DataParallel, GradientReducerSumsEveryBucketInOrderWhileTheBackwardRuns) {
   for (auto& p : params) p.mutable_grad() = torch::Tensor();
   FakeRanks ranks;
   {
-    harness::dist::GradientReducer reducer(params, ranks, /*bucket_bytes=*/256);  // 4 buckets
+    harness::distributed::GradientReducer reducer(params, ranks, /*bucket_bytes=*/256);  // 4 buckets
     loss(x1).backward();  // not armed: plain accumulation
     EXPECT_TRUE(ranks.started.empty());
     reducer.arm();

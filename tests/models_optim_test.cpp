@@ -88,6 +88,7 @@ TEST(ModelsOptim, ClassifiesParameters) {
   EXPECT_EQ(models::classify_parameter("blocks.0.attn.core.logn_scale", v), ParamGroup::kScalar);
   EXPECT_EQ(models::classify_parameter("blocks.0.attn.core.logn_scale", s), ParamGroup::kScalar);
   EXPECT_EQ(models::classify_parameter("blocks.0.attn.core.table", m), ParamGroup::kScalar);
+  EXPECT_EQ(models::classify_parameter("blocks.1.attn.core.kerple_r1", v), ParamGroup::kScalar);  // any row's
   EXPECT_EQ(models::classify_parameter("blocks.0.norm.gain", v), ParamGroup::kScalar);
 }
 

@@ -16,8 +16,8 @@
 
 #include "harness/config/engine_options.h"
 #include "harness/data/dataset.h"
-#include "harness/dist/gradient_reducer.h"
-#include "harness/dist/process_group.h"
+#include "harness/distributed/gradient_reducer.h"
+#include "harness/distributed/process_group.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/device_memory.h"
 #include "harness/train/evaluate.h"
@@ -46,7 +46,7 @@ struct Setup {
   torch::Device device = torch::kCPU;
 };
 
-std::unique_ptr<Setup> build(const config::LoadedConfig& loaded, const dist::World& world) {
+std::unique_ptr<Setup> build(const config::LoadedConfig& loaded, const distributed::World& world) {
   const auto& c = loaded.config;
   torch::Device device = pick_device(loaded);
   if (device.is_cuda() && world.distributed()) device = torch::Device(torch::kCUDA, world.local_rank);
@@ -141,7 +141,7 @@ class TrainingSession {
     if (!lead()) spdlog::set_level(spdlog::level::warn);  // rank 0 tells what the data layer loads
     torch::Device device = pick_device(loaded_);
     if (device.is_cuda()) device = torch::Device(torch::kCUDA, world_.local_rank);
-    group_ = std::make_unique<dist::ProcessGroup>(
+    group_ = std::make_unique<distributed::ProcessGroup>(
         world_, hash_, std::chrono::milliseconds(int64_t(c_.run.dist_timeout * 1000)), device);
   }
 
@@ -207,8 +207,8 @@ class TrainingSession {
       // that fit one bucket are summed after the backward: no overlap (docs/data-parallel.md).
       const char* bucket_kb = std::getenv("HARNESS_GRAD_BUCKET_KB");
       const int64_t bucket_bytes = bucket_kb ? std::max<int64_t>(1, std::atoll(bucket_kb)) << 10
-                                             : dist::GradientReducer::kDefaultBucketBytes;
-      reducer_ = std::make_unique<dist::GradientReducer>(model->parameters(), *group_, bucket_bytes);
+                                             : distributed::GradientReducer::kDefaultBucketBytes;
+      reducer_ = std::make_unique<distributed::GradientReducer>(model->parameters(), *group_, bucket_bytes);
       require_identical_parameters("at the start");
       log->info("data parallel: {} ranks over {} ({}), {} sequences per rank and step in "
                 "micro-batches of {}, {} threads each",
@@ -267,7 +267,7 @@ class TrainingSession {
           loss_total += loss.detach().to(torch::kDouble);
         }
         double loss_sum = loss_total.item<double>();  // read once per step, for its row and log
-        if (group_) loss_sum = average_gradients(loss_sum);
+        if (group_) loss_sum = finish_step_reduction(loss_sum);
         const double grad_norm = models::clip_grad_norm(model, c_.train.grad_clip);
         if (!std::isfinite(loss_sum) || !std::isfinite(grad_norm)) {
           const std::string reason = fmt::format("non-finite {} at step {}",
@@ -391,12 +391,11 @@ class TrainingSession {
     return log;
   }
 
-  // Sums the gradients over the ranks (they are already scaled to the global mean), with the
-  // step's loss and whether any rank was asked to stop. Returns the global loss.
-  // The gradients were summed over the ranks while the last backward ran (the loss of each
-  // micro-batch is already divided by the global number of micro-batches; Gloo has no AVG); the
-  // step's loss and the stop flag are summed with them.
-  double average_gradients(double loss_sum) {
+  // Finishes the step's gradient sum over the ranks (the reducer's buckets, started while the
+  // last backward ran; each micro-batch's loss is already divided by the global number of
+  // micro-batches, so the sum is the global mean's gradient: Gloo has no AVG), and sums the step's
+  // loss and the stop flag (any rank asked to stop) with it. Returns the global loss.
+  double finish_step_reduction(double loss_sum) {
     auto extra = torch::tensor({loss_sum, interrupt_requested() ? 1.0 : 0.0}, torch::kDouble).to(setup_->device);
     reducer_->finish(extra);
     stop_flag_ = extra[1].item<double>() > 0;
@@ -407,7 +406,7 @@ class TrainingSession {
   // silently train W different models.
   void require_identical_parameters(const std::string& when) {
     const auto params = setup_->model->parameters();
-    const auto sums = group_->all_gather_int(int64_t(dist::bytes_checksum(params)));
+    const auto sums = group_->all_gather_int(int64_t(distributed::bytes_checksum(params)));
     for (size_t r = 1; r < sums.size(); ++r)
       if (sums[r] != sums[0])
         throw std::runtime_error(fmt::format("data parallel: the parameters of rank {} differ from "
@@ -479,11 +478,11 @@ class TrainingSession {
   const config::LoadedConfig& loaded_;
   const config::RunConfig& c_;
   const TrainOptions& options_;
-  const dist::World world_;
+  const distributed::World world_;
   const results::RunPaths paths_;
   const std::string hash_;
-  std::unique_ptr<dist::ProcessGroup> group_;  // W > 1 only
-  std::unique_ptr<dist::GradientReducer> reducer_;  // W > 1 only (after group_: hooks go first)
+  std::unique_ptr<distributed::ProcessGroup> group_;  // W > 1 only
+  std::unique_ptr<distributed::GradientReducer> reducer_;  // W > 1 only (after group_: hooks go first)
   int64_t share_ = 0, micro_ = 0;              // sequences per rank and step; per forward
   bool stop_flag_ = false;                     // some rank was signalled (W > 1)
   results::RunRecord record_;

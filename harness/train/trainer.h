@@ -7,7 +7,7 @@
 #include <string>
 
 #include "harness/config/schema.h"
-#include "harness/dist/world.h"
+#include "harness/distributed/world.h"
 #include "results/run_file.h"
 #include "results/run_paths.h"
 
@@ -20,7 +20,7 @@ struct TrainOptions {
   int progress_bar = -1;   // 1 on, 0 off, -1 when stderr is a terminal
   int64_t stop_after_steps = 0;  // > 0: checkpoint and stop (interrupted) after this many steps
                                  // in this session, for time-boxed jobs
-  dist::World world;  // data parallel: this process's rank (dist::world_from_environment)
+  distributed::World world;  // data parallel: this process's rank (distributed::world_from_environment)
 };
 
 struct TrainOutcome {

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "harness/dist/world.h"
+#include "harness/distributed/world.h"
 #include "models/collectives.h"
 
-namespace harness::dist {
+namespace harness::distributed {
 
 class ProcessGroup final : public models::Collectives {
  public:
@@ -72,4 +72,4 @@ uint64_t bytes_checksum(const std::vector<torch::Tensor>& tensors);
 // A TCP port that was free a moment ago on 127.0.0.1 (for a local launch).
 int free_local_port();
 
-}  // namespace harness::dist
+}  // namespace harness::distributed

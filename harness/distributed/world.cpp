@@ -1,4 +1,4 @@
-#include "harness/dist/world.h"
+#include "harness/distributed/world.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -13,7 +13,7 @@
 
 #include "harness/common/errors.h"
 
-namespace harness::dist {
+namespace harness::distributed {
 
 namespace {
 
@@ -204,4 +204,4 @@ std::vector<std::string> rank_environment(const World& w) {
           fmt::format("MASTER_ADDR={}", w.master_addr), fmt::format("MASTER_PORT={}", w.master_port)};
 }
 
-}  // namespace harness::dist
+}  // namespace harness::distributed

@@ -1,4 +1,4 @@
-#include "harness/dist/process_group.h"
+#include "harness/distributed/process_group.h"
 
 #include "harness/common/errors.h"
 
@@ -36,7 +36,7 @@
 
 // Only std::string formatting here (no fmt): this file also compiles against a pip torch's
 // LibTorch alone, where the NCCL path can be built.
-namespace harness::dist {
+namespace harness::distributed {
 
 namespace {
 
@@ -492,4 +492,4 @@ int free_local_port() {
   return ntohs(address.sin_port);
 }
 
-}  // namespace harness::dist
+}  // namespace harness::distributed

@@ -21,7 +21,7 @@
 #include <functional>
 #include <vector>
 
-namespace harness::dist {
+namespace harness::distributed {
 
 class GradientReducer {
  public:
@@ -63,4 +63,4 @@ class GradientReducer {
   bool armed_ = false;
 };
 
-}  // namespace harness::dist
+}  // namespace harness::distributed

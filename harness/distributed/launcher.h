@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace harness::dist {
+namespace harness::distributed {
 
 // Runs this executable with `args` (argv without argv[0]) as `nproc` ranks: each child gets
 // torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, a free
@@ -18,4 +18,4 @@ int launch_local(const std::vector<std::string>& args, int nproc, std::chrono::m
 // `args` without the option `name` and its value ("--nproc 2" and "--nproc=2").
 std::vector<std::string> without_option(const std::vector<std::string>& args, const std::string& name);
 
-}  // namespace harness::dist
+}  // namespace harness::distributed

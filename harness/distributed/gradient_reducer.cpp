@@ -1,10 +1,10 @@
-#include "harness/dist/gradient_reducer.h"
+#include "harness/distributed/gradient_reducer.h"
 
 #include <torch/torch.h>
 
 #include <stdexcept>
 
-namespace harness::dist {
+namespace harness::distributed {
 
 GradientReducer::GradientReducer(std::vector<torch::Tensor> params, models::Collectives& group,
                                  int64_t bucket_bytes)
@@ -106,4 +106,4 @@ void GradientReducer::finish(torch::Tensor& extra) {
   extra_wait();
 }
 
-}  // namespace harness::dist
+}  // namespace harness::distributed

@@ -1,4 +1,4 @@
-#include "harness/dist/launcher.h"
+#include "harness/distributed/launcher.h"
 
 #include <fmt/format.h>
 #include <sys/prctl.h>
@@ -14,10 +14,10 @@
 #include <thread>
 
 #include "harness/common/errors.h"
-#include "harness/dist/process_group.h"
-#include "harness/dist/world.h"
+#include "harness/distributed/process_group.h"
+#include "harness/distributed/world.h"
 
-namespace harness::dist {
+namespace harness::distributed {
 
 namespace {
 
@@ -153,4 +153,4 @@ int launch_local(const std::vector<std::string>& args, int nproc, std::chrono::m
   }
 }
 
-}  // namespace harness::dist
+}  // namespace harness::distributed

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace harness::dist {
+namespace harness::distributed {
 
 struct World {
   int rank = 0;
@@ -68,4 +68,4 @@ std::string gloo_listen_address(const World& world, const std::string& route_add
 // The variables a launched rank reads (torchrun's names), as "NAME=value" strings.
 std::vector<std::string> rank_environment(const World& world);
 
-}  // namespace harness::dist
+}  // namespace harness::distributed
