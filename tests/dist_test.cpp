@@ -160,6 +160,19 @@ void expect_same_parameters(const std::vector<torch::Tensor>& a, const std::vect
   }
 }
 
+// `config` trained by one process in tmp/one: what every data-parallel run of it must equal.
+fs::path train_one_process(const fs::path& tmp, const fs::path& config) {
+  const auto one = tmp / "one";
+  EXPECT_EQ(run_harness("train --no-progress --config " + config.string() + " --run-dir " + one.string(),
+                        tmp / "one.log"), 0) << read_text(tmp / "one.log");
+  return one;
+}
+
+// Whether Debian's torchrun can run (python3-torch installed).
+bool have_torchrun() {
+  return std::system("/usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1") == 0;
+}
+
 // A long run (400 steps, no validation) on two ranks started by hand; each rank's output in
 // r<rank>.log under `tmp`.
 struct TwoRanks {
@@ -310,9 +323,7 @@ TEST(DataParallel, GlooListensWhereTheOtherHostsReachIt) {
 TEST(DataParallel, TwoRanksTrainWhatOneProcessTrains) {
   test_support::TempDir tmp;
   const auto config = write_config(tmp.path, tiny_yaml(20));
-  const auto one = tmp.path / "one", two = tmp.path / "two";
-  ASSERT_EQ(run_harness("train --no-progress --config " + config.string() + " --run-dir " + one.string(),
-                    tmp.path / "one.log"), 0) << read_text(tmp.path / "one.log");
+  const auto one = train_one_process(tmp.path, config), two = tmp.path / "two";
   ASSERT_EQ(run_harness("train --no-progress --nproc 2 --config " + config.string() + " --run-dir " + two.string(),
                     tmp.path / "two.log"), 0) << read_text(tmp.path / "two.log");
   const std::string log = read_text(tmp.path / "two.log");
@@ -331,13 +342,11 @@ TEST(DataParallel, TwoRanksTrainWhatOneProcessTrains) {
 // A real torchrun (Debian's python3-torch, through scripts/torchrun.py): the static rendezvous,
 // where torchrun's agent hosts the store on MASTER_PORT and rank 0 must join it, and --standalone.
 TEST(DataParallel, ARealTorchrunTrainsWhatOneProcessTrains) {
-  if (std::system("/usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1") != 0)
+  if (!have_torchrun())
     GTEST_SKIP() << "no torchrun: /usr/bin/python3 cannot import torch (Debian: python3-torch)";
   test_support::TempDir tmp;
   const auto config = write_config(tmp.path, tiny_yaml(10));
-  const auto one = tmp.path / "one";
-  ASSERT_EQ(run_harness("train --no-progress --config " + config.string() + " --run-dir " + one.string(),
-                        tmp.path / "one.log"), 0) << read_text(tmp.path / "one.log");
+  const auto one = train_one_process(tmp.path, config);
   const auto reference = results::read_run_file((one / "run.h5").string());
   const std::string torchrun = std::string("/usr/bin/python3 ") + HARNESS_SOURCE_DIR + "/scripts/torchrun.py";
   const std::vector<std::pair<std::string, std::string>> launches = {
@@ -380,13 +389,11 @@ pid_t find_rank(const std::string& needle, int rank) {
 }  // namespace
 
 TEST(DataParallel, TorchrunRestartsAKilledRankAndTheRunResumes) {
-  if (std::system("/usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1") != 0)
+  if (!have_torchrun())
     GTEST_SKIP() << "no torchrun: /usr/bin/python3 cannot import torch (Debian: python3-torch)";
   test_support::TempDir tmp;
   const auto config = write_config(tmp.path, tiny_yaml(30));
-  const auto one = tmp.path / "one", dir = tmp.path / "restarted";
-  ASSERT_EQ(run_harness("train --no-progress --config " + config.string() + " --run-dir " + one.string(),
-                        tmp.path / "one.log"), 0) << read_text(tmp.path / "one.log");
+  const auto one = train_one_process(tmp.path, config), dir = tmp.path / "restarted";
   const auto log = tmp.path / "torchrun.log";
   const pid_t torchrun = ::fork();
   if (torchrun == 0) {
@@ -587,9 +594,7 @@ TEST(DataParallel, TwoTwoRankRunsStartedTogetherBothFinish) {
   // Two launchers probe free ports at the same moment; a collision is retried, never a failure.
   test_support::TempDir tmp;
   const auto config = write_config(tmp.path, tiny_yaml(10));
-  const auto one = tmp.path / "one";
-  ASSERT_EQ(run_harness("train --no-progress --config " + config.string() + " --run-dir " + one.string(),
-                        tmp.path / "one.log"), 0) << read_text(tmp.path / "one.log");
+  const auto one = train_one_process(tmp.path, config);
   const auto reference = results::read_run_file((one / "run.h5").string());
   std::vector<pid_t> launchers;
   for (const char* name : {"a", "b"}) {
