@@ -9,6 +9,7 @@
 // and the registry only.
 //
 // Exit codes: 0 pass, 1 fail, 77 skipped (no CUDA device).
+#include "attention/cuda/relative_error.h"
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -238,17 +239,7 @@ Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
   return r;
 }
 
-// max |got − want| / max(max |want|, floor). The floor keeps the measure finite where the exact
-// value vanishes (dq, dk and dhead_scale are exactly 0 at T = 1).
-double relative_error(const std::vector<double>& got, const std::vector<double>& want, double floor) {
-  double max_diff = 0.0, max_want = 0.0;
-  for (size_t n = 0; n < want.size(); ++n) {
-    const double diff = std::fabs(got[n] - want[n]);
-    max_diff = std::isnan(diff) ? INFINITY : std::max(max_diff, diff);
-    max_want = std::max(max_want, std::fabs(want[n]));
-  }
-  return max_diff / std::max(max_want, floor);
-}
+using attention::cuda::relative_error;  // attention/cuda/relative_error.h
 
 // ---------------------------------------------------------------------------------------------
 // Cases.

@@ -25,6 +25,7 @@
 // from the same documentation), the PTX wrappers' operand order, races, and cp.async timing.
 //
 // Exit code 0 on success, 1 on any failure.
+#include "attention/cuda/relative_error.h"
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -813,16 +814,7 @@ void emulate_backward(const Problem& p, const std::vector<float>& o, const std::
   for (size_t n = 0; n < dq_accum.size(); ++n) dq[n] = bf16_round(dq_accum[n]);
 }
 
-// max |got − want| / max(max |want|, floor); NaN (an element never written) counts as infinite.
-double relative_error(const std::vector<float>& got, const std::vector<double>& want, double floor) {
-  double max_diff = 0.0, max_want = 0.0;
-  for (size_t n = 0; n < want.size(); ++n) {
-    const double diff = std::fabs(got[n] - want[n]);
-    max_diff = std::isnan(diff) ? INFINITY : std::max(max_diff, diff);
-    max_want = std::max(max_want, std::fabs(want[n]));
-  }
-  return max_diff / std::max(max_want, floor);
-}
+using attention::cuda::relative_error;  // attention/cuda/relative_error.h
 
 void check_kernels(std::mt19937& rng) {
   const float head_scales[2] = {0.8f, 1.3f};
