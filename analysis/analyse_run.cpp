@@ -53,7 +53,13 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
                                  "again when it is free", run_dir, holder.empty() ? "another process" : holder));
   }
   const auto& c = run.loaded.config;
-  const int64_t windows = o.windows > 0 ? o.windows : c.eval.windows;
+  if (o.windows > 0 && o.tokens > 0)
+    throw InputError("--windows and --tokens both size the validation: give one");
+  const auto windows_at = [&](int64_t T) {
+    if (o.windows > 0) return o.windows;
+    if (o.tokens > 0) return std::max<int64_t>(1, (o.tokens + T - 1) / T);
+    return c.eval_windows_at(T);
+  };
   const int64_t queries = o.queries > 0 ? o.queries : (c.eval.attention_queries > 0 ? c.eval.attention_queries : harness::config::kDefaultAttentionQueries);
   const int64_t batch = o.batch_size > 0 ? o.batch_size : c.eval.batch_size;
   std::vector<int64_t> contexts;
@@ -79,7 +85,7 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
       throw InputError(fmt::format("--contexts: {}", e.what()));
     }
     try {
-      eval_windows.emplace(T, run.dataset->eval_windows(T, windows, c.eval.seed));
+      eval_windows.emplace(T, run.dataset->eval_windows(T, windows_at(T), c.eval.seed));
     } catch (const InputError& e) {
       throw InputError(fmt::format("context {}: {}", T, e.what()));
     }
@@ -87,9 +93,9 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
 
   AnalyseOutcome out;
   out.run_dir = run_dir;
-  const auto wanted = settings(windows, queries, c.eval.seed, run.record.status_step);
   std::map<int64_t, results::DatasetGroup> done;
   for (const auto& [T, w] : eval_windows) {
+    const auto wanted = settings(windows_at(T), queries, c.eval.seed, run.record.status_step);
     const auto existing = run.record.analysis.find(T);
     if (!o.force && existing != run.record.analysis.end() && same_settings(existing->second, wanted)) {
       out.skipped.push_back(T);
@@ -102,13 +108,16 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
     results::DatasetGroup g = r.attention;
     for (const auto& [key, value] : wanted) g.attributes[key] = value;
     g.arrays["loss"] = {{1}, {r.loss}, "nats/token, mean over the windows"};
+    g.arrays["loss_se"] = {{1}, {r.loss_se}, "nats/token, standard error of loss over the windows"};
+    g.arrays["window_loss"] = {{int64_t(r.window_loss.size())}, r.window_loss,
+                               "nats/token, mean of each window (in the order of the windows)"};
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     g.attributes["seconds"] = seconds;
     done[T] = std::move(g);
     out.analysed.push_back(T);
     if (progress)
-      progress(fmt::format("T = {}: loss {:.4f}, {} windows × {} queries, {:.1f} s", T, r.loss,
-                           windows, queries, seconds));
+      progress(fmt::format("T = {}: loss {:.4f} ± {:.4f}, {} windows × {} queries, {:.1f} s", T, r.loss,
+                           r.loss_se, w.tokens.size(0), queries, seconds));
   }
   if (!done.empty()) {
     // Re-read under the lock, so nothing written since opening is lost.

@@ -1,6 +1,7 @@
 // `harness analyse`: the attention statistics of a finished run's final model at any context
 // (default: its validation contexts), with the raw-score Gaussianity of Appendix J, written into
-// its run.h5 under /analysis/<T>/attention (atomically, under the run's lock). A context already
+// its run.h5 under /analysis/<T>/attention (atomically, under the run's lock), with the validation
+// loss, its standard error over windows and every window's loss. A context already
 // analysed at the same settings (windows, queries, validation seed, checkpoint step) is skipped.
 #pragma once
 
@@ -15,7 +16,8 @@ namespace analysis {
 
 struct AnalyseOptions {
   std::vector<harness::config::ContextValue> contexts;  // empty: the run's validation contexts
-  int64_t windows = 0;     // validation windows per context; 0: the run's eval.windows
+  int64_t windows = 0;     // validation windows per context; 0: by tokens, or the run's own
+  int64_t tokens = 0;      // validation tokens per context (ceil(tokens / T) windows); 0: the run's
   int64_t queries = 0;     // sampled positions per window; 0: the run's eval.attention_queries (kDefaultAttentionQueries if 0)
   int64_t batch_size = 0;  // windows per forward pass; 0: the run's eval.batch_size
   bool force = false;      // recompute contexts already analysed at the same settings

@@ -18,6 +18,7 @@
 #include "analysis/run_set.h"
 #include "harness/config/schema.h"
 #include "harness/common/errors.h"
+#include "harness/common/mean_se.h"
 #include "results/hdf5_io.h"
 #include "sweeps/sweep_file.h"
 
@@ -59,15 +60,10 @@ Csv series_csv(const std::string& x_name, const std::vector<Series>& series) {
         row.insert(row.end(), {std::nan(""), std::nan("")});
         continue;
       }
-      const auto& v = it->second;
-      double mean = 0, ss = 0;
-      for (const double y : v) mean += y / double(v.size());
-      for (const double y : v) ss += (y - mean) * (y - mean);
-      row.push_back(mean);
+      const auto m = harness::mean_se(it->second);
+      row.push_back(m.mean);
       const auto given = s.given_se.find(x);
-      row.push_back(given != s.given_se.end() ? given->second
-                    : v.size() > 1            ? std::sqrt(ss / double(v.size() - 1) / double(v.size()))
-                                              : std::nan(""));
+      row.push_back(given != s.given_se.end() ? given->second : m.se);
     }
     csv.rows.push_back(std::move(row));
   }
@@ -244,17 +240,26 @@ void loss_vs_step(const RunSet& set, const std::vector<const RunEntry*>& runs, W
   }
 }
 
-void loss_vs_tau(const RunSet& set, const std::vector<const RunEntry*>& runs, Writer& w) {
+// x: τ / L, or τ in tokens (`in_tokens`: drawn when the runs were trained at several L, where the
+// two axes tell a fixed fraction of L from a fixed size in tokens).
+void loss_vs_tau(const RunSet& set, const std::vector<const RunEntry*>& runs, Writer& w, bool in_tokens) {
+  const std::string name = in_tokens ? "loss_vs_tau_tokens" : "loss_vs_tau";
   const auto* tau_key = harness::config::find_key("attention.tau");
   std::vector<Series> series, reference;
   std::set<double> taus;
-  std::set<int64_t> contexts;
+  // A dash type per validation context, as a multiple of each run's L (1L, 4L, 16L) where it is one:
+  // runs trained at several L share them.
+  const auto multiple = [](int64_t T, int64_t L) { return T % L == 0 ? double(T / L) : double(T) / double(L); };
+  std::set<double> contexts;
   for (const auto* r : runs)
-    for (const auto& [T, rows] : r->record->eval) contexts.insert(T);
-  const auto variant_of = [&](int64_t T) { return size_t(std::distance(contexts.begin(), contexts.find(T))); };
+    for (const auto& [T, rows] : r->record->eval) contexts.insert(multiple(T, r->train_context));
+  const auto variant_of = [&](int64_t T, int64_t L) {
+    return size_t(std::distance(contexts.begin(), contexts.find(multiple(T, L))));
+  };
   for (const auto* r : runs) {
     const bool reads_tau = tau_key->is_read(r->config);
-    const double x = reads_tau ? r->config.attention.parameters[attention::Parameter::kTau].resolve(r->train_context) / double(r->train_context) : 0.0;
+    const double tau = reads_tau ? r->config.attention.parameters[attention::Parameter::kTau].resolve(r->train_context) : 0.0;
+    const double x = in_tokens ? tau : tau / double(r->train_context);
     if (reads_tau) taus.insert(x);
     const std::string group = group_label(set, *r, {"attention.tau"});
     const std::string color = w.palette.group_color(reads_tau ? color_key(set, *r, {"attention.tau"}) : color_key(set, *r));
@@ -262,27 +267,28 @@ void loss_vs_tau(const RunSet& set, const std::vector<const RunEntry*>& runs, Wr
       if (rows.loss.empty()) continue;
       const std::string ctx = T % r->train_context == 0 ? fmt::format("{}L", T / r->train_context) : std::to_string(T);
       // Runs without τ (rope, alibi): one horizontal reference line per context.
-      auto& s = series_for(reads_tau ? series : reference, fmt::format("{} T={}", group, ctx), color, variant_of(T));
+      auto& s = series_for(reads_tau ? series : reference, fmt::format("{} T={}", group, ctx), color,
+                           variant_of(T, r->train_context));
       s.at[reads_tau ? x : 0.0].push_back(rows.loss.back());
     }
   }
   if (taus.size() < 2) {
-    w.out.notes.push_back("loss_vs_tau: skipped (fewer than two values of τ among the done runs that read it)");
+    w.out.notes.push_back(name + ": skipped (fewer than two values of τ among the done runs that read it)");
     return;
   }
-  std::vector<std::pair<std::string, Csv>> csvs = {{"loss_vs_tau.csv", series_csv("tau_over_L", series)}};
+  std::vector<std::pair<std::string, Csv>> csvs = {{name + ".csv", series_csv(in_tokens ? "tau" : "tau_over_L", series)}};
   std::string body = axes(fmt::format("final validation loss against τ\n{}; lines without points: runs "
                                       "without τ", seeds_note(series)),
-                          "τ / L (training context)", "validation loss (nats/token)", true) +
-                     "plot " + series_clauses("loss_vs_tau.csv", series, max_samples(series) > 1 ? "yerrorlines" : "linespoints");
+                          in_tokens ? "τ (tokens)" : "τ / L (training context)", "validation loss (nats/token)", true) +
+                     "plot " + series_clauses(name + ".csv", series, max_samples(series) > 1 ? "yerrorlines" : "linespoints");
   if (!reference.empty()) {
     Csv ref = series_csv("x", reference);  // one row at x = 0: each reference run's mean and se
-    csvs.push_back({"loss_vs_tau_reference.csv", ref});
+    csvs.push_back({name + "_reference.csv", ref});
     for (size_t i = 0; i < reference.size(); ++i)
       body += fmt::format(", \\\n     {:.9g} with lines lc rgb '{}' dt {} lw 1.5 title {}", ref.rows.at(0)[1 + 2 * i],
                           reference[i].color, dash_type(reference[i].variant), gnuplot_quote(reference[i].title));
   }
-  w.figure("loss_vs_tau", csvs, body);
+  w.figure(name, csvs, body);
 }
 
 using TheoryGroups = std::vector<std::pair<std::string, results::DatasetGroup>>;
@@ -771,7 +777,10 @@ CurvesResult export_curves(const std::string& input, const CurvesOptions& o) {
   const auto theory = o.theory.empty() ? TheoryGroups{} : read_theory(o.theory);
   fs::create_directories(o.out_dir);
   loss_vs_step(set, runs, w);
-  loss_vs_tau(set, runs, w);
+  loss_vs_tau(set, runs, w, false);
+  std::set<int64_t> train_contexts;
+  for (const auto* r : runs) train_contexts.insert(r->train_context);
+  if (train_contexts.size() > 1) loss_vs_tau(set, runs, w, true);
   statistic_vs_context(set, runs, "entropy", "attention entropy (nats)", theory, w);
   statistic_vs_context(set, runs, "recent_mass", "fraction of attention on the last 100 keys", theory, w);
   band_mass(set, runs, w);

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "harness/common/errors.h"
+#include "harness/common/mean_se.h"
 #include "results/attention_group.h"
 #include "sweeps/sweep_file.h"
 
@@ -23,7 +24,7 @@ namespace {
 const char* kMetricForms =
     "loss, attention/<statistic>[@t or @txD] (validation), analysis/<statistic>[@t or @txD] "
     "(harness analyse); statistics: entropy, recent_mass, band_mass, band_entropy, range_mass, "
-    "range_entropy, and for analysis/ also loss, score_mean, score_std, score_skewness, "
+    "range_entropy, and for analysis/ also loss, loss_se, score_mean, score_std, score_skewness, "
     "score_excess_kurtosis; needle/<accuracy|city_accuracy|number_accuracy> (task: needle)";
 
 const results::DatasetGroup* group_of(const results::RunRecord& r, const MetricSpec& m, int64_t T) {
@@ -88,7 +89,7 @@ MetricSpec parse_metric(const std::string& text) {
       if (name == results::statistic_name(s)) return true;
     return false;
   };
-  static const std::set<std::string> analysis_only = {"loss", "score_mean", "score_std", "score_skewness",
+  static const std::set<std::string> analysis_only = {"loss", "loss_se", "score_mean", "score_std", "score_skewness",
                                                       "score_excess_kurtosis"};
   if (!attention_statistic(spec.name) && !(spec.source == "analysis" && analysis_only.count(spec.name)))
     throw InputError(fmt::format("--metric: unknown statistic '{}' in '{}'; expected {}", spec.name,
@@ -157,6 +158,22 @@ std::optional<double> metric_value(const results::RunRecord& r, const MetricSpec
   return sum / double(n);
 }
 
+std::optional<double> metric_window_se(const results::RunRecord& r, const MetricSpec& m, int64_t T) {
+  if (m.name != "loss" || (m.source != "eval" && m.source != "analysis")) return std::nullopt;
+  if (m.source == "eval") {
+    const auto it = r.eval.find(T);
+    if (it == r.eval.end() || it->second.loss_se.empty() || std::isnan(it->second.loss_se.back()))
+      return std::nullopt;
+    return it->second.loss_se.back();
+  }
+  const auto it = r.analysis.find(T);
+  if (it == r.analysis.end()) return std::nullopt;
+  const auto a = it->second.arrays.find("loss_se");
+  if (a == it->second.arrays.end() || a->second.values.empty() || std::isnan(a->second.values[0]))
+    return std::nullopt;
+  return a->second.values[0];
+}
+
 namespace {
 
 // The keys along rows and columns: given, or every varying key but the seed along rows; each
@@ -188,6 +205,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> table_axes(const R
 struct Sample {
   std::vector<std::string> row, col;
   double value;
+  double window_se;  // NaN when unknown
 };
 
 // The samples of the done runs; the others are listed in t.missing. Returns the training
@@ -212,7 +230,8 @@ int64_t collect_samples(const RunSet& set, const MetricSpec& metric, Table& t,
         for (const auto& k : keys) out.push_back(k == "context" ? std::to_string(T) : run.values.at(k));
         return out;
       };
-      samples.push_back({label(t.row_keys), label(t.col_keys), *v});
+      samples.push_back({label(t.row_keys), label(t.col_keys), *v,
+                         metric_window_se(*run.record, metric, T).value_or(std::nan(""))});
     }
   }
   return std::max<int64_t>(common_L, 0);
@@ -252,19 +271,26 @@ std::string column_name(const std::vector<std::string>& col, const std::vector<s
   return fmt::format("{}", fmt::join(parts, " "));
 }
 
+bool metric_window_se_known(const MetricSpec& m) {
+  return m.name == "loss" && (m.source == "eval" || m.source == "analysis");
+}
+
 // Mean and standard error over the samples of a cell (its seeds).
 std::optional<Cell> cell_of(const std::vector<Sample>& samples, const std::vector<std::string>& row,
                             const std::vector<std::string>& col) {
-  std::vector<double> v;
+  std::vector<double> v, window_se;
   for (const auto& s : samples)
-    if (s.row == row && s.col == col) v.push_back(s.value);
+    if (s.row == row && s.col == col) {
+      v.push_back(s.value);
+      window_se.push_back(s.window_se);  // NaN when any run lacks it: the mean is then unknown
+    }
   if (v.empty()) return std::nullopt;
+  const auto m = harness::mean_se(v);
   Cell cell;
-  cell.n = int(v.size());
-  for (const double x : v) cell.mean += x / double(v.size());
-  double ss = 0;
-  for (const double x : v) ss += (x - cell.mean) * (x - cell.mean);
-  cell.se = v.size() > 1 ? std::sqrt(ss / double(v.size() - 1) / double(v.size())) : std::nan("");
+  cell.n = int(m.n);
+  cell.mean = m.mean;
+  cell.se = m.se;
+  cell.window_se = harness::mean_se(window_se).mean;
   return cell;
 }
 
@@ -311,6 +337,10 @@ Table build_table(const RunSet& set, const TableOptions& o) {
   std::tie(t.row_keys, t.col_keys) = table_axes(set, o);
   t.warnings = set.warnings;
   t.title = fmt::format("{}: {}", set.name, metric.text);
+  t.window_se = o.window_se;
+  if (o.window_se && !metric_window_se_known(metric))
+    throw InputError(fmt::format("--window-se: only a loss has a standard error over validation windows "
+                                 "(loss, analysis/loss), not {}", metric.text));
   std::vector<Sample> samples;
   const int64_t common_L = collect_samples(set, metric, t, samples);
   t.rows = ordered_labels(samples, true, t.row_keys);
@@ -326,10 +356,13 @@ Table build_table(const RunSet& set, const TableOptions& o) {
 
 namespace {
 
-std::string cell_text(const std::optional<Cell>& cell, const char* pm) {
+std::string cell_text(const std::optional<Cell>& cell, const char* pm, bool window_se) {
   if (!cell) return "–";
-  if (cell->n < 2) return fmt::format("{:.4f} (1)", cell->mean);
-  return fmt::format("{:.4f} {} {:.4f} ({})", cell->mean, pm, cell->se, cell->n);
+  std::string text = cell->n < 2 ? fmt::format("{:.4f} (1", cell->mean)
+                                 : fmt::format("{:.4f} {} {:.4f} ({}", cell->mean, pm, cell->se, cell->n);
+  if (window_se)
+    text += std::isnan(cell->window_se) ? "; windows ?" : fmt::format("; windows {} {:.4f}", pm, cell->window_se);
+  return text + ")";
 }
 
 std::string csv_field(const std::string& s) {
@@ -378,12 +411,13 @@ std::string format_table(const Table& t, const std::string& format) {
     for (size_t r = 0; r < t.rows.size(); ++r) {
       std::vector<std::string> fields = t.rows[r];
       for (size_t c = 0; c < t.cols.size(); ++c) {
-        const std::string text = cell_text(t.cells[r][c], "±");
+        const std::string text = cell_text(t.cells[r][c], "±", t.window_se);
         fields.push_back(t.best[r][c] ? "**" + text + "**" : text);
       }
       out += fmt::format("| {} |\n", fmt::join(fields, " | "));
     }
-    out += fmt::format("\nmean ± standard error over seeds (number of seeds){}. {}\n",
+    out += fmt::format("\nmean ± standard error over seeds (number of seeds{}){}. {}\n",
+                       t.window_se ? "; windows ±: the standard error over validation windows, mean over the seeds" : "",
                        any_best(t) ? "; ** best per column" : "", t.title);
     return out + footer(t, "");
   }
@@ -391,7 +425,8 @@ std::string format_table(const Table& t, const std::string& format) {
     std::vector<std::string> head;
     for (const auto& k : t.row_keys) head.push_back(csv_field(k));
     for (const auto& c : t.col_names)
-      for (const char* part : {" mean", " se", " n"}) head.push_back(csv_field(c + part));
+      for (const char* part : {" mean", " se", " n", " window_se"})
+        if (t.window_se || std::string(part) != " window_se") head.push_back(csv_field(c + part));
     out += fmt::format("{}\n", fmt::join(head, ","));
     for (size_t r = 0; r < t.rows.size(); ++r) {
       std::vector<std::string> fields;
@@ -402,6 +437,8 @@ std::string format_table(const Table& t, const std::string& format) {
         fields.push_back(cell ? fmt::format("{:.9g}", cell->mean) : "");
         fields.push_back(cell && cell->n > 1 ? fmt::format("{:.9g}", cell->se) : "");
         fields.push_back(cell ? std::to_string(cell->n) : "0");
+        if (t.window_se)
+          fields.push_back(cell && !std::isnan(cell->window_se) ? fmt::format("{:.9g}", cell->window_se) : "");
       }
       out += fmt::format("{}\n", fmt::join(fields, ","));
     }
@@ -421,9 +458,7 @@ std::string format_table(const Table& t, const std::string& format) {
       for (const auto& v : t.rows[r]) fields.push_back(tex_escape(v == "–" ? "--" : v));
       for (size_t c = 0; c < t.cols.size(); ++c) {
         const auto& cell = t.cells[r][c];
-        std::string text = !cell ? "--"
-                           : cell->n < 2 ? fmt::format("{:.4f} (1)", cell->mean)
-                                         : fmt::format("{:.4f} $\\pm$ {:.4f} ({})", cell->mean, cell->se, cell->n);
+        std::string text = !cell ? "--" : cell_text(cell, "$\\pm$", t.window_se);
         fields.push_back(t.best[r][c] ? "\\textbf{" + text + "}" : text);
       }
       out += fmt::format("{} \\\\\n", fmt::join(fields, " & "));

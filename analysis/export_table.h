@@ -37,17 +37,24 @@ MetricSpec parse_metric(const std::string& text);
 std::vector<int64_t> metric_contexts(const results::RunRecord& record, const MetricSpec& metric);
 std::optional<double> metric_value(const results::RunRecord& record, const MetricSpec& metric,
                                    int64_t context);
+// A loss's standard error over validation windows (loss and analysis/loss), nullopt otherwise or
+// when the file predates it.
+std::optional<double> metric_window_se(const results::RunRecord& record, const MetricSpec& metric,
+                                       int64_t context);
 
 struct TableOptions {
   std::string metric = "loss";
   std::vector<std::string> rows;  // keys (or "context"); empty: every varying key but the seed
   std::vector<std::string> cols;  // empty: {"context"}
   std::string best;               // min | max | none; "": min for loss, max for needle, else none
+  bool window_se = false;         // show each loss cell's standard error over validation windows
 };
 
 struct Cell {
-  double mean = 0, se = 0;  // se: sample sd / √n (NaN when n = 1)
+  double mean = 0, se = 0;  // se: sample sd / √n over the seeds (NaN when n = 1)
   int n = 0;                // seeds (runs) averaged
+  double window_se = 0;     // loss metrics: the runs' mean standard error over validation windows
+                            // (NaN when unknown)
 };
 
 struct Table {
@@ -59,6 +66,7 @@ struct Table {
   std::vector<std::vector<bool>> best;                  // [row][col]
   std::vector<std::string> missing;   // one line per run that is not done
   std::vector<std::string> warnings;  // unreadable files
+  bool window_se = false;             // cells show window_se (TableOptions::window_se)
 };
 
 // Throws harness::InputError for an unknown metric or key, or a varying key in neither rows
@@ -66,7 +74,7 @@ struct Table {
 Table build_table(const RunSet& runs, const TableOptions& options);
 
 // "md" | "csv" | "tex". CSV columns: the row keys, then for each column "<name> mean",
-// "<name> se", "<name> n".
+// "<name> se", "<name> n" (and "<name> window_se" with TableOptions::window_se).
 std::string format_table(const Table& table, const std::string& format);
 
 }  // namespace analysis

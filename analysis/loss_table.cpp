@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <set>
 
+#include "harness/common/mean_se.h"
 #include "results/run_file.h"
 
 namespace analysis {
@@ -87,14 +88,10 @@ LossTable average_over(const LossTable& table, const std::string& label) {
       for (const auto* row : groups[g])
         if (const auto v = row->loss.find(T); v != row->loss.end()) values.push_back(v->second);
       if (values.empty()) continue;
-      double mean = 0;
-      for (const double v : values) mean += v;
-      mean /= double(values.size());
-      double var = 0;
-      for (const double v : values) var += (v - mean) * (v - mean);
-      merged.loss[T] = mean;
       // ± standard error, as `export table` reports: one convention for every table.
-      merged.loss_se[T] = values.size() > 1 ? std::sqrt(var / double(values.size() - 1) / double(values.size())) : 0.0;
+      const auto m = harness::mean_se(values);
+      merged.loss[T] = m.mean;
+      merged.loss_se[T] = m.se;
     }
   }
   return out;
@@ -185,7 +182,7 @@ std::string format_csv(const LossTable& table) {
       line.push_back(v == row.loss.end() ? "" : fmt::format("{:.6f}", v->second));
       if (mean) {
         const auto se = row.loss_se.find(T);
-        line.push_back(se == row.loss_se.end() ? "" : fmt::format("{:.6f}", se->second));
+        line.push_back(se == row.loss_se.end() || std::isnan(se->second) ? "" : fmt::format("{:.6f}", se->second));
       }
     }
     for (size_t c = 0; c < line.size(); ++c) out += (c ? "," : "") + csv_field(line[c]);

@@ -22,7 +22,7 @@ struct LossTableRow {
   std::string state;                   // done | running | failed | interrupted | pending | mixed
   int runs = 1;                        // runs averaged into this row
   std::map<int64_t, double> loss;      // final validation loss by context (done runs only)
-  std::map<int64_t, double> loss_se;   // standard error of the mean over the averaged runs (sd/√n)
+  std::map<int64_t, double> loss_se;   // standard error of the mean over the averaged runs (sd/√n; NaN for one)
 };
 
 struct LossTable {

@@ -19,12 +19,14 @@ namespace harness::cli {
 namespace {
 
 const char* kUsage =
-    "usage: harness analyse RUN_DIR|SWEEP_FILE [--contexts 16L,4096] [--windows N] [--queries Q]\n"
-    "                       [--batch-size B] [--threads T] [--force]\n"
-    "  Attention statistics (entropy, mass by distance band and range, raw-score Gaussianity) of\n"
-    "  the final model of a done run, or of every done run of a sweep, at the given contexts\n"
-    "  (default: the run's validation contexts), into run.h5 under /analysis/<T>/attention.\n"
-    "example: harness analyse sweeps/quickstart.yaml --contexts 16L";
+    "usage: harness analyse RUN_DIR|SWEEP_FILE [--contexts 16L,4096] [--windows N | --tokens N]\n"
+    "                       [--queries Q] [--batch-size B] [--threads T] [--force]\n"
+    "  Attention statistics (entropy, mass by distance band and range, raw-score Gaussianity) and\n"
+    "  the validation loss ± its standard error over windows of the final model of a done run, or\n"
+    "  of every done run of a sweep, at the given contexts (default: the run's validation\n"
+    "  contexts), into run.h5 under /analysis/<T>/attention.\n"
+    "examples: harness analyse sweeps/quickstart.yaml --contexts 16L\n"
+    "          harness analyse sweeps/table1.yaml --tokens 262144    # then export table --metric analysis/loss";
 
 std::vector<config::ContextValue> parse_contexts(const std::vector<std::string>& items) {
   std::vector<config::ContextValue> out;
@@ -56,6 +58,7 @@ int analyse_command(const Args& args) {
   options.add_options()
       ("contexts", po::value(&contexts)->composing(), "contexts, comma-separated or repeated: 1024, 16L")
       ("windows", po::value(&o.windows)->default_value(0), "validation windows per context; 0: the run's")
+      ("tokens", po::value(&o.tokens)->default_value(0), "validation tokens per context: ceil(N / T) windows at T")
       ("queries", po::value(&o.queries)->default_value(0), "positions per window (the last ones); 0: the run's")
       ("batch-size", po::value(&o.batch_size)->default_value(0), "windows per forward pass; 0: the run's")
       ("threads", po::value(&threads)->default_value(0), "CPU threads; 0: all cores")
@@ -64,8 +67,8 @@ int analyse_command(const Args& args) {
   positional.add("target", 1);
   po::variables_map vm;
   if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
-  if (o.windows < 0 || o.queries < 0 || o.batch_size < 0 || threads < 0)
-    throw InputError("--windows, --queries, --batch-size, --threads: expected 0 or more");
+  if (o.windows < 0 || o.tokens < 0 || o.queries < 0 || o.batch_size < 0 || threads < 0)
+    throw InputError("--windows, --tokens, --queries, --batch-size, --threads: expected 0 or more");
   o.contexts = parse_contexts(contexts);
   o.force = vm.count("force") > 0;
   torch::set_num_threads(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency())));

@@ -8,6 +8,7 @@ const std::vector<Command>& commands() {
       {"config", "list config keys; show a resolved config and its run id", &config_command},
       {"attention", "inspect what a method does to the logit at each distance", &attention_command},
       {"sweep", "plan, run, inspect and submit declarative sweeps", &sweep_command},
+      {"tau", "tau check: is a config's τ close to the best τ? a small grid, resumable, with a verdict", &tau_command},
       {"analyse", "attention statistics of finished runs at any context, into their run.h5", &analyse_command},
       {"export", "tables (md, csv, tex) and figures (CSV + gnuplot SVG/PNG) from runs and theory files", &export_command},
       {"theory", "experiments without training: entropy of IID Gaussian logits per transform, critical scaling", &theory_command},

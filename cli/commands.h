@@ -25,5 +25,6 @@ int analyse_command(const Args& args);
 int export_command(const Args& args);
 int theory_command(const Args& args);
 int theory_entropy_command(const Args& args);
+int tau_command(const Args& args);
 
 }  // namespace harness::cli

@@ -17,8 +17,9 @@ namespace {
 
 const char* kUsage =
     "usage: harness export table SWEEP_FILE|RUNS_DIR [--metric M] [--rows K,..] [--cols K,..]\n"
-    "                            [--format md|csv|tex] [--best min|max|none] [--out FILE]\n"
-    "         mean ± standard error over seeds; rows and columns among the keys that vary and\n"
+    "                            [--format md|csv|tex] [--best min|max|none] [--window-se] [--out FILE]\n"
+    "         mean ± standard error over seeds (--window-se: and over validation windows); rows and\n"
+    "         columns among the keys that vary and\n"
     "         `context`; metrics: loss (default), attention/<statistic>[@t or @txD],\n"
     "         analysis/<statistic>, needle/<accuracy|city_accuracy|number_accuracy>\n"
     "         (docs/export.md)\n"
@@ -58,6 +59,7 @@ int table(const Args& args) {
       ("format", po::value(&format)->default_value("md"), "md | csv | tex")
       ("best", po::value(&o.best), "mark the min or max of each column, or none (default: min for loss, max for needle "
        "accuracies, none for statistics)")
+      ("window-se", "loss cells also show the standard error over validation windows")
       ("out", po::value(&out), "also write the table to FILE");
   po::positional_options_description positional;
   positional.add("input", 1);
@@ -65,6 +67,7 @@ int table(const Args& args) {
   if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
   o.rows = split_commas(rows);
   o.cols = split_commas(cols);
+  o.window_se = vm.count("window-se") > 0;
   const auto set = analysis::load_run_set(input);
   const auto t = analysis::build_table(set, o);
   const std::string text = analysis::format_table(t, format);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <stdexcept>
 
@@ -80,6 +81,8 @@ void RunRecord::truncate_after(int64_t step) {
     const size_t m = keep(rows.step);
     rows.step.resize(m);
     rows.loss.resize(m);
+    rows.loss_se.resize(std::min(m, rows.loss_se.size()));
+    rows.windows.resize(std::min(m, rows.windows.size()));
     rows.position_loss.resize(std::min(m, rows.position_loss.size()));
     rows.score_std.resize(std::min(m, rows.score_std.size()));
     rows.attention.truncate_rows(m);
@@ -114,6 +117,9 @@ void publish(const RunRecord& r, const std::string& path) {
       h5::write_int_attr(g, "context", context);
       write_column(g, "step", rows.step, "optimiser steps completed");
       write_column(g, "loss", rows.loss, "nats/token");
+      write_column(g, "loss_se", rows.loss_se,
+                   "nats/token, standard error of loss over the windows: sd of per-window means / sqrt(windows)");
+      write_column(g, "windows", rows.windows, "validation windows of T tokens");
       write_matrix(g, "position_loss", rows.position_loss,
                    "nats/token, per equal-width bucket of window positions");
       write_matrix(g, "score_std", rows.score_std, "std of raw scores scale*q.k, per layer");
@@ -170,6 +176,11 @@ RunRecord read_run_file(const std::string& path) {
     EvalRows rows;
     rows.step = h5::read_integers(g, "step");
     rows.loss = h5::read_doubles(g, "loss");
+    // Files written before loss_se was stored: unknown (NaN, 0 windows).
+    rows.loss_se = h5::exists(g, "loss_se") ? h5::read_doubles(g, "loss_se")
+                                            : std::vector<double>(rows.loss.size(), std::nan(""));
+    rows.windows = h5::exists(g, "windows") ? h5::read_integers(g, "windows")
+                                            : std::vector<int64_t>(rows.loss.size(), 0);
     rows.position_loss = read_matrix(g, "position_loss");
     rows.score_std = read_matrix(g, "score_std");
     if (h5::exists(g, "attention")) rows.attention = read_group(g, "attention");

@@ -7,13 +7,14 @@
 //                            micro_batch_size, threads_resumed_with (data parallel: how it ran)
 //   /status           attrs: state (running | done | failed | interrupted), reason, step
 //   /train/{step, tokens, loss, lr, grad_norm, seconds}            (N,)  one row per step
-//   /eval/<T>/{step, loss}                                          (E,)  T = context in tokens
+//   /eval/<T>/{step, loss, loss_se, windows}                        (E,)  T = context in tokens
 //   /eval/<T>/position_loss                                         (E, buckets)
 //   /eval/<T>/score_std                                             (E, layers)
 //   /eval/<T>/attention/…     attention statistics at each validation (E, layers, heads[, bands])
 //   /needle/<T>/…             task: needle: retrieval at context T (accuracy, per-example arrays)
 //   /analysis/<T>/attention/… `harness analyse`: the same statistics (layers, heads[, …]) and the
-//                             raw-score Gaussianity, for the final model
+//                             raw-score Gaussianity, for the final model; loss, loss_se (1,) and
+//                             window_loss (windows,): the final model's validation loss
 // Every dataset is chunked with unlimited max size; each has a `units` attribute. The statistics'
 // datasets are listed in docs/results-format.md.
 //
@@ -39,6 +40,9 @@ struct TrainRows {
 struct EvalRows {
   std::vector<int64_t> step;
   std::vector<double> loss;                        // mean nats per token over the windows
+  std::vector<double> loss_se;                     // its standard error over the windows (NaN: unknown,
+                                                   // files written before it was stored)
+  std::vector<int64_t> windows;                    // windows validated on (0: unknown, as above)
   std::vector<std::vector<double>> position_loss;  // per bucket of positions within the window
   std::vector<std::vector<double>> score_std;      // per layer: std of raw scores s = scale·q·k
   DatasetGroup attention;  // attention statistics: arrays (E, layers, heads[, …]), or empty

@@ -4,11 +4,15 @@
 # (sweeps/tau-ablation.yaml), then writes their tables and figures into docs/results/ and
 # docs/results.md with the machine and the revision. Every number in docs/results.md is what this
 # script printed. RESULTS_JOBS (default: the core count) runs at a time, one thread each.
+# Every final model is re-validated on RESULTS_TOKENS tokens per context (default 131072, or all
+# the validation text holds; `harness analyse --tokens`), so that the cells' loss is the loss on
+# the validation text to ± its standard error over windows, and the orderings can be tested.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 HARNESS="$BUILD/harness"
 JOBS=${RESULTS_JOBS:-$(nproc)}
+TOKENS=${RESULTS_TOKENS:-131072}
 OUT=docs/results
 [ -x "$HARNESS" ] || { echo "results: $HARNESS not found; run make build first" >&2; exit 2; }
 
@@ -17,12 +21,31 @@ for sweep in table1 tau-ablation; do
   "$HARNESS" sweep run "sweeps/$sweep.yaml" --jobs "$JOBS" --threads-per-job 1 --no-live
 done
 elapsed=$(( $(date +%s) - started ))
+for sweep in table1 tau-ablation; do
+  "$HARNESS" analyse "sweeps/$sweep.yaml" --tokens "$TOKENS" --threads "$JOBS" >/dev/null
+done
 
 mkdir -p "$OUT"
 # The IID-logit theory at every τ the two sweeps train (L = 64: L/400, and L/409600 … L/40.96).
 "$HARNESS" theory entropy --tau 0.16 --tau 0.00015625 --tau 0.0015625 --tau 0.015625 --tau 0.15625 \
     --tau 1.5625 --out runs/theory/entropy-results.h5 >/dev/null
 table() { "$HARNESS" export table "$@" 2>/dev/null; }
+# Which cells of a loss table are separable from the best of their column: the gap in combined
+# seeds' standard errors (the windows are shared by every run, so they cancel in a difference).
+separable() {
+  "$HARNESS" export table "$@" --format csv 2>/dev/null | /usr/bin/python3 -c '
+import csv, math, sys
+rows = list(csv.DictReader(sys.stdin))
+keys = [k for k in rows[0] if not k.endswith((" mean", " se", " n", " window_se"))]
+for col in [k[:-5] for k in rows[0] if k.endswith(" mean")]:
+    cells = [(float(r[col + " mean"]), float(r[col + " se"] or "nan"), " ".join(r[k] for k in keys)) for r in rows if r[col + " mean"]]
+    best = min(cells)
+    close = [f"{name} ({(m - best[0]) / math.hypot(se, best[1]):.1f})" for m, se, name in sorted(cells)[1:]
+             if (m - best[0]) / math.hypot(se, best[1]) < 2]
+    near = ", ".join(close) or "none"
+    print(f"- {col}: best {best[2]}; within 2 s.e. of it (gap in s.e.): {near}")
+'
+}
 figures() {  # PNG and CSV only (the SVGs and scripts are redrawn by `export curves`)
   local dir="$OUT/$1"; shift
   rm -rf "$dir.tmp" && "$HARNESS" export curves "$@" --out "$dir.tmp" >/dev/null 2>&1
@@ -54,14 +77,22 @@ PY
   echo "this invocation trained; finished runs are skipped). Byte-level models (2 layers, d_model 128,"
   echo "4 heads) trained at L = 64 on the State of the Union corpus, 800 steps of 32 windows, validated"
   echo "zero-shot at L, 4L and 16L; τ = L/400 and the p-RoPE base L/4 (README: why they scale with L)."
-  echo "Cells: validation loss (nats/byte), mean ± standard error over 3 seeds; bold: best per column."
+  echo "Cells: validation loss (nats/byte) of the final model on $TOKENS validation tokens per context"
+  echo "(or all the validation text holds at 16L; \`harness analyse --tokens $TOKENS\`), mean ± standard"
+  echo "error over 3 seeds, and (windows ± …) the standard error over validation windows, mean over"
+  echo "seeds; bold: best per column. The windows are shared by every run, so a difference between two"
+  echo "cells carries only the seeds' error: \"separable\" below means more than 2 combined seeds' s.e."
   echo "The runs were trained at revision(s) $trained (each run.h5's /config git_revision)."
   echo
   # Counted from the sweep, not written: the plan's first line says "…: N runs → …".
   methods=$("$HARNESS" sweep plan sweeps/table1.yaml | grep -c 'attention.method=' || true)
   echo "## Table 1 (sweeps/table1.yaml: $methods runs, every method × seed)"
   echo
-  table sweeps/table1.yaml
+  table sweeps/table1.yaml --metric analysis/loss --window-se
+  echo
+  echo "Separable from the best of each column:"
+  echo
+  separable sweeps/table1.yaml --metric analysis/loss
   echo
   echo "YaRN at L = 64 is not YaRN as the paper runs it: its β = 32 rotations exceed the ~10 turns the"
   echo "fastest frequency pair makes over 64 positions, so every pair is interpolated (at L = 256 YaRN"
@@ -75,7 +106,11 @@ PY
   echo
   echo "## The τ ablation of si+p-rope (sweeps/tau-ablation.yaml, Appendix H)"
   echo
-  table sweeps/tau-ablation.yaml
+  table sweeps/tau-ablation.yaml --metric analysis/loss --window-se
+  echo
+  echo "Separable from the best of each column:"
+  echo
+  separable sweeps/tau-ablation.yaml --metric analysis/loss
   echo
   echo "![loss against τ](results/tau-ablation/loss_vs_tau.png)"
   echo

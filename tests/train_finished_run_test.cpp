@@ -1,8 +1,10 @@
 // A finished run reopened from its directory gives back the model it trained: the validation loss
 // recomputed from the reopened model equals the one the trainer logged. Unfinished or missing
-// runs are input errors.
+// runs are input errors. Validation (evaluate): split batches change nothing; per-window losses
+// and their standard error match a direct computation.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "harness/config/schema.h"
@@ -10,6 +12,7 @@
 #include "harness/train/finished_run.h"
 #include "harness/train/trainer.h"
 #include "harness/common/errors.h"
+#include "results/run_file.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -95,4 +98,54 @@ TEST(Evaluate, SplittingAContextsBatchChangesNothing) {
   const auto& entropy_split = split.attention.arrays.at("entropy");
   ASSERT_EQ(entropy.values.size(), entropy_split.values.size());
   for (size_t i = 0; i < entropy.values.size(); ++i) EXPECT_NEAR(entropy_split.values[i], entropy.values[i], 1e-6);
+}
+
+// eval.tokens sizes validation in tokens (ceil(tokens / T) windows at T); each window's loss and
+// the standard error over windows, in the run file and from evaluate, match a direct computation:
+// one forward per window, the mean of its per-position losses, and sd / √N by hand.
+TEST(Evaluate, WindowLossesAndTheirStandardErrorMatchADirectComputation) {
+  test_support::TempDir tmp;
+  auto config = tiny_config(tmp.path / "cache");
+  harness::config::apply_override(config, "eval.tokens", YAML::Node(100), {"test", 0, 0});
+  harness::config::resolve_and_validate(config);
+  EXPECT_EQ(config.config.eval_windows_at(32), 4);  // ceil(100 / 32)
+  EXPECT_EQ(config.config.eval_windows_at(64), 2);
+  EXPECT_EQ(config.config.eval_windows_at(200), 1);
+  // Set, eval.tokens is in the run id and eval.windows is not; unset, the id is the old one.
+  EXPECT_NE(harness::config::canonical_text(config.config, true).find("eval.tokens: 100"), std::string::npos);
+  EXPECT_EQ(harness::config::canonical_text(config.config, true).find("eval.windows"), std::string::npos);
+  const auto plain = tiny_config(tmp.path / "cache");
+  EXPECT_EQ(harness::config::canonical_text(plain.config, true).find("eval.tokens"), std::string::npos);
+  EXPECT_NE(harness::config::canonical_text(plain.config, true).find("eval.windows: 4"), std::string::npos);
+
+  ASSERT_EQ(train(config, tmp.path / "run").state, results::RunState::kDone);
+  const auto record = results::read_run_file((tmp.path / "run" / "run.h5").string());
+  auto run = harness::train::open_finished_run((tmp.path / "run").string());
+  for (const int64_t T : {32, 64}) {
+    const auto& rows = record.eval.at(T);
+    ASSERT_EQ(rows.windows.size(), rows.loss.size());
+    ASSERT_EQ(rows.loss_se.size(), rows.loss.size());
+    EXPECT_EQ(rows.windows.back(), config.config.eval_windows_at(T)) << "T = " << T;
+    const auto windows = run.dataset->eval_windows(T, config.config.eval_windows_at(T), config.config.eval.seed);
+    const int64_t N = windows.tokens.size(0);
+    ASSERT_EQ(N, config.config.eval_windows_at(T));
+    const auto r = harness::train::evaluate(run.model, windows, 3, 4, torch::kCPU);
+    ASSERT_EQ(int64_t(r.window_loss.size()), N);
+    std::vector<double> direct;
+    torch::NoGradGuard no_grad;
+    for (int64_t w = 0; w < N; ++w) {
+      const auto row = windows.tokens.slice(0, w, w + 1);
+      direct.push_back(run.model->position_losses(row.slice(1, 0, T), row.slice(1, 1, T + 1)).to(torch::kDouble).mean().item<double>());
+      EXPECT_NEAR(r.window_loss[size_t(w)], direct.back(), 1e-6) << "T = " << T << ", window " << w;
+    }
+    double mean = 0, ss = 0;
+    for (const double x : direct) mean += x / double(N);
+    for (const double x : direct) ss += (x - mean) * (x - mean);
+    EXPECT_NEAR(r.loss, mean, 1e-6);
+    EXPECT_NEAR(r.loss_se, std::sqrt(ss / double(N - 1) / double(N)), 1e-6);
+    EXPECT_GT(r.loss_se, 0.0);
+    // What the trainer stored at its last validation is the same model's.
+    EXPECT_NEAR(rows.loss.back(), r.loss, 1e-6);
+    EXPECT_NEAR(rows.loss_se.back(), r.loss_se, 1e-6);
+  }
 }

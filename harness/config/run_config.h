@@ -61,7 +61,8 @@ struct RunConfig {
     int64_t every = 0;  // steps between validations; 0: only at the end
     std::vector<ContextValue> contexts = {ContextValue::times_l(1), ContextValue::times_l(4),
                                           ContextValue::times_l(16)};
-    int64_t windows = 16;           // validation windows per context
+    int64_t windows = 16;           // validation windows per context (when tokens is 0)
+    int64_t tokens = 0;             // > 0: validation tokens per context, ceil(tokens / T) windows at T
     int64_t batch_size = 4;
     int64_t position_buckets = 8;   // mean loss per bucket of positions within the window
     uint64_t seed = 1234;           // placement of validation windows (shared across runs)
@@ -101,6 +102,8 @@ struct RunConfig {
   // Resolved values (relative ones against train.context).
   int64_t train_context() const { return train.context; }
   std::vector<int64_t> eval_contexts() const;
+  // Validation windows at context T: eval.windows, or ceil(eval.tokens / T) when eval.tokens > 0.
+  int64_t eval_windows_at(int64_t context) const;
   std::vector<int64_t> needle_contexts() const;
 };
 

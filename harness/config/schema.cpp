@@ -488,8 +488,17 @@ std::vector<KeySpec> build_schema() {
     k.get = [](const RunConfig& c) { return fmt::format("[{}]", fmt::join(c.eval_contexts(), ", ")); };
     s.push_back(std::move(k));
   }
-  s.push_back(integer_key("eval.windows", [](auto& c) -> auto& { return c.eval.windows; }, 1,
-                          1 << 20, "validation windows per context"));
+  // eval.tokens sizes validation in tokens; unset (0), eval.windows counts windows as before, so
+  // earlier run ids hold. Set, it replaces eval.windows (then unread: not in the id).
+  s.push_back(read_when(integer_key("eval.windows", [](auto& c) -> auto& { return c.eval.windows; }, 1,
+                                    1 << 20, "validation windows per context (when eval.tokens is 0)"),
+                        [](const RunConfig& c) { return c.eval.tokens == 0; }));
+  s.push_back(read_when(integer_key("eval.tokens", [](auto& c) -> auto& { return c.eval.tokens; }, 0,
+                                    int64_t(1) << 40,
+                                    "validation tokens per context: ceil(tokens / T) windows of T "
+                                    "tokens at context T, as many as the validation documents hold; "
+                                    "0: eval.windows windows at every context"),
+                        [](const RunConfig& c) { return c.eval.tokens > 0; }));
   s.push_back(integer_key("eval.batch_size", [](auto& c) -> auto& { return c.eval.batch_size; },
                           1, 1 << 16, "windows per validation forward pass", false));
   s.push_back(integer_key("eval.position_buckets",
@@ -637,6 +646,11 @@ std::vector<int64_t> RunConfig::eval_contexts() const {
   std::vector<int64_t> out;
   for (const auto& c : eval.contexts) out.push_back(std::llround(c.resolve(train.context)));
   return out;
+}
+
+int64_t RunConfig::eval_windows_at(int64_t context) const {
+  if (eval.tokens <= 0) return eval.windows;
+  return std::max<int64_t>(1, (eval.tokens + context - 1) / std::max<int64_t>(context, 1));
 }
 
 std::vector<int64_t> RunConfig::needle_contexts() const {

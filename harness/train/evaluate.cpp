@@ -1,6 +1,7 @@
 #include "harness/train/evaluate.h"
 
 #include "harness/train/attention_datasets.h"
+#include "harness/common/mean_se.h"
 
 #include <torch/torch.h>
 
@@ -33,6 +34,8 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   const auto bucket_of = (torch::arange(T, torch::kLong) * buckets).div(T, "floor");  // (T,)
   // Summed over windows, on the device: read once at the end, not after every batch.
   auto loss_by_position = torch::zeros({T}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+  // Summed nats of each window: a rank fills its own rows, the others stay 0 for the reduction.
+  auto loss_by_window = torch::zeros({N}, torch::TensorOptions().dtype(torch::kDouble).device(device));
   int64_t batches = 0;
   // Data parallel: rank r of W takes batches [r·nb/W, (r+1)·nb/W) of the single process's nb,
   // so the summed per-batch statistics are the single process's.
@@ -44,17 +47,20 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
     const auto inputs = chunk.slice(1, 0, T);       // (B, T)
     const auto targets = chunk.slice(1, 1, T + 1);  // (B, T)
     const auto nll = model->position_losses(inputs, targets, &probes);  // (B, T)
-    loss_by_position += nll.to(torch::kDouble).sum(0);
+    const auto nll64 = nll.to(torch::kDouble);
+    loss_by_position += nll64.sum(0);
+    loss_by_window.slice(0, start, start + chunk.size(0)) += nll64.sum(1);
     ++batches;
   }
   loss_by_position = loss_by_position.to(torch::kCPU);
+  loss_by_window = loss_by_window.to(torch::kCPU);
   // The raw scores' std per layer, pooled over every sampled score of every batch.
   std::vector<double> score_moments;  // (layers, 3): count, sum, sum of squares
   for (const auto& p : probes) score_moments.insert(score_moments.end(), {p.score_count, p.score_sum, p.score_sum_sq});
   if (group) {
     std::vector<torch::Tensor> sums{loss_by_position,
                                     torch::tensor(score_moments, torch::kDouble),
-                                    torch::tensor({double(batches)}, torch::kDouble)};
+                                    torch::tensor({double(batches)}, torch::kDouble), loss_by_window};
     const int64_t heads = model->options().heads;
     for (const auto& recorder : recorders)
       sums.push_back(torch::tensor(recorder->flat_sums(T, heads), torch::kDouble));
@@ -63,8 +69,9 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
     const auto moments = sums[1].contiguous();
     score_moments.assign(moments.data_ptr<double>(), moments.data_ptr<double>() + moments.numel());
     batches = int64_t(sums[2].item<double>());
+    loss_by_window = sums[3];
     for (size_t i = 0; i < recorders.size(); ++i) {
-      const auto flat = sums[3 + i].contiguous();
+      const auto flat = sums[4 + i].contiguous();
       recorders[i]->set_flat_sums(std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));
     }
   }
@@ -74,6 +81,9 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   r.context = T;
   loss_by_position /= double(N);
   r.loss = loss_by_position.mean().item<double>();
+  const auto per_window = (loss_by_window / double(T)).contiguous();
+  r.window_loss.assign(per_window.data_ptr<double>(), per_window.data_ptr<double>() + N);
+  r.loss_se = harness::mean_se(r.window_loss).se;
   const auto per_bucket = torch::zeros({buckets}, torch::kDouble).index_add_(0, bucket_of, loss_by_position);
   const auto counts = torch::zeros({buckets}, torch::kDouble)
                           .index_add_(0, bucket_of, torch::ones({T}, torch::kDouble));

@@ -1,4 +1,5 @@
-// Validation at one context: mean loss over fixed windows, loss by position bucket, the per-layer
+// Validation at one context: mean loss over fixed windows with its standard error over the windows
+// (how far it may be from the validation documents' loss), loss by position bucket, the per-layer
 // std of raw attention scores, and (attention_queries > 0) the attention statistics of the last
 // attention_queries positions of every window (harness/train/attention_datasets.h).
 #pragma once
@@ -18,6 +19,9 @@ namespace harness::train {
 struct EvalResult {
   int64_t context = 0;
   double loss = 0.0;                  // mean nats/token over all windows and positions
+  std::vector<double> window_loss;    // (N,) mean nats/token of each window, in window order
+  double loss_se = 0.0;               // standard error of `loss` over windows: sd(window_loss)/√N
+                                      // (NaN for one window)
   std::vector<double> position_loss;  // mean nats/token per equal-width bucket of positions
   std::vector<double> score_std;      // per layer, pooled over the sampled scores of all batches
   results::DatasetGroup attention;    // (layers, heads, …) arrays; empty when not asked for

@@ -53,7 +53,7 @@ std::unique_ptr<Setup> build(const config::LoadedConfig& loaded, const distribut
   auto s = std::unique_ptr<Setup>(new Setup{data::Dataset(c.data), {}, nullptr, nullptr, device});
   for (const int64_t T : c.eval_contexts()) {
     try {
-      s->eval_windows.emplace(T, s->dataset.eval_windows(T, c.eval.windows, c.eval.seed));
+      s->eval_windows.emplace(T, s->dataset.eval_windows(T, c.eval_windows_at(T), c.eval.seed));
     } catch (const InputError& e) {
       throw InputError(fmt::format("{}: eval.contexts: {}", loaded.location_of("eval.contexts").str(),
                                    e.what()));
@@ -465,14 +465,17 @@ class TrainingSession {
       auto& rows = record_.eval[T];
       rows.step.push_back(step_);
       rows.loss.push_back(r.loss);
+      rows.loss_se.push_back(r.loss_se);
+      rows.windows.push_back(int64_t(r.window_loss.size()));
       rows.position_loss.push_back(r.position_loss);
       rows.score_std.push_back(r.score_std);
       if (!r.attention.empty()) rows.attention.append_row(r.attention);
       outcome_.eval_loss[T] = r.loss;
-      parts.push_back(fmt::format("{}: {:.4f}", T, r.loss));
+      parts.push_back(fmt::format("{}: {:.4f} ± {:.4f}", T, r.loss, r.loss_se));
     }
     if (group_) require_identical_parameters(fmt::format("at the validation of step {}", step_));
-    progress.message(fmt::format("step {}: validation loss by context — {}", step_, fmt::join(parts, ", ")));
+    progress.message(fmt::format("step {}: validation loss (± s.e. over windows) by context — {}", step_,
+                                 fmt::join(parts, ", ")));
   }
 
   const config::LoadedConfig& loaded_;

@@ -1,0 +1,136 @@
+// `harness tau check`: argument parsing and printing; the sweep is sweeps/tau_check.h, the verdict
+// analysis/tau_verdict.h, the running sweeps/runner.h, the table and figure analysis/export_*.h.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "analysis/export_curves.h"
+#include "analysis/export_table.h"
+#include "analysis/run_set.h"
+#include "analysis/tau_verdict.h"
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "harness/common/errors.h"
+#include "sweeps/plan.h"
+#include "sweeps/runner.h"
+#include "sweeps/tau_check.h"
+
+namespace harness::cli {
+
+namespace {
+
+const char* kUsage =
+    "usage: harness tau check --config FILE [--set key=value]... [--factors 0.1,0.3,1,3,10]\n"
+    "                         [--seeds 0,1] [--jobs J] [--threads-per-job T] [--k 2] [--no-run]\n"
+    "  Is the config's τ close to the best? Trains it at τ × each factor (× seeds) as the sweep\n"
+    "  <run.out_dir>/tau-check-<run id>/tau-check.yaml — a rerun resumes and skips finished runs, and\n"
+    "  `harness sweep submit` that file runs it on Slurm (then `--no-run` reports) — and prints the\n"
+    "  validation loss per τ and context with the verdict: is τ within k standard errors (over\n"
+    "  seeds, or over validation windows for one seed) of the best τ at each context. The table,\n"
+    "  the verdict and the figure loss_vs_tau go beside the sweep file.\n"
+    "example: harness tau check --config sweeps/examples/tiny.yaml --jobs 2 --threads-per-job 1";
+
+template <class T>
+std::vector<T> parse_list(const std::string& flag, const std::string& text) {
+  std::vector<T> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item.empty()) continue;
+    try {
+      size_t used = 0;
+      const T v = std::is_integral_v<T> ? T(std::stoll(item, &used)) : T(std::stod(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      throw InputError(fmt::format("{}: '{}' is not a {}", flag, item, std::is_integral_v<T> ? "whole number" : "number"));
+    }
+  }
+  if (out.empty()) throw InputError(fmt::format("{}: give at least one value", flag));
+  return out;
+}
+
+int check(const Args& args) {
+  po::options_description options("tau check options");
+  std::string config_path, factors, seeds;
+  std::vector<std::string> overrides;
+  int jobs = 1, threads = 0;
+  double k_max = 2.0;
+  options.add_options()
+      ("config", po::value(&config_path)->required(), "the run config whose τ to check")
+      ("set", po::value(&overrides)->composing(), "override a key of every run: --set train.steps=400 (repeatable)")
+      ("factors", po::value(&factors)->default_value("0.1,0.3,1,3,10"), "τ × each factor; must hold 1")
+      ("seeds", po::value(&seeds), "seeds, comma-separated (default: the config's train.seed and the next)")
+      ("jobs,j", po::value(&jobs)->default_value(1), "runs at a time")
+      ("threads-per-job", po::value(&threads)->default_value(0), "CPU threads per run; 0: cores / jobs")
+      ("k", po::value(&k_max)->default_value(2.0), "within: at most k combined standard errors from the best")
+      ("no-run", "train nothing: report on the runs already done (after a Slurm submission)");
+  po::variables_map vm;
+  if (!parse(kUsage, args, options, vm)) return kExitOk;
+  if (jobs < 1) throw InputError(fmt::format("--jobs: expected at least 1, got {}", jobs));
+  if (threads < 0) throw InputError(fmt::format("--threads-per-job: expected 0 or more, got {}", threads));
+  if (!(k_max > 0)) throw InputError(fmt::format("--k: expected a number > 0, got {}", k_max));
+
+  sweeps::TauCheckSpec spec;
+  spec.config_path = config_path;
+  spec.overrides = overrides;
+  spec.factors = parse_list<double>("--factors", factors);
+  if (vm.count("seeds")) spec.seeds = parse_list<int64_t>("--seeds", seeds);
+  const auto loaded = load_config_with_overrides(config_path, overrides);
+  const auto plan = sweeps::tau_check_sweep(loaded, spec);
+  std::filesystem::create_directories(std::filesystem::path(plan.path).parent_path());
+  sweeps::write_file_atomically(plan.path, plan.text);
+  const auto sweep = sweeps::load_sweep(plan.path);  // validates every run before anything starts
+  fmt::print("tau check: τ = {} × {{{}}}: {} runs, sweep {}\n", plan.tau, factors, sweep.runs.size(), plan.path);
+
+  int code = kExitOk;
+  if (!vm.count("no-run")) {
+    sweeps::LocalRunOptions run;
+    run.jobs = jobs;
+    run.threads_per_job = threads;
+    code = sweeps::run_sweep(sweep, run);
+    if (code == kExitInterrupted) return code;
+  }
+
+  analysis::TableOptions o;
+  o.rows = {"attention.tau"};
+  o.cols = {"context"};
+  o.window_se = true;
+  const auto set = analysis::load_run_set(plan.path);
+  const auto table = analysis::build_table(set, o);
+  const std::string table_text = analysis::format_table(table, "md");
+  std::string verdict;
+  if (!table.missing.empty())
+    verdict = fmt::format("no verdict yet: {} of {} runs are not done (rerun this command to resume them)\n",
+                          table.missing.size(), set.runs.size());
+  else
+    verdict = analysis::format_verdicts(analysis::tau_verdicts(table, plan.own_tau_text, k_max),
+                                        loaded.config.train.context, k_max);
+  const auto dir = std::filesystem::path(plan.path).parent_path();
+  sweeps::write_file_atomically((dir / "table.md").string(), table_text);
+  sweeps::write_file_atomically((dir / "verdict.txt").string(), verdict);
+  fmt::print("\n{}\n{}", table_text, verdict);
+  analysis::CurvesOptions curves;
+  curves.out_dir = (dir / "figures").string();
+  const auto figures = analysis::export_curves(plan.path, curves);
+  for (const auto& f : figures.figures)
+    if (f.name == "loss_vs_tau")
+      fmt::print("figure: {}\n", f.render.images.empty() ? fmt::format("{}", fmt::join(f.csv, ", ")) : fmt::format("{}", fmt::join(f.render.images, ", ")));
+  fmt::print("table: {}, verdict: {}\n", (dir / "table.md").string(), (dir / "verdict.txt").string());
+  return code;
+}
+
+}  // namespace
+
+int tau_command(const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    fmt::print("{}\n", kUsage);
+    return args.empty() ? kExitBadInput : kExitOk;
+  }
+  const Args rest(args.begin() + 1, args.end());
+  if (args[0] == "check") return check(rest);
+  throw InputError(fmt::format("tau: unknown action '{}'; expected check\n\n{}", args[0], kUsage));
+}
+
+}  // namespace harness::cli

@@ -1,0 +1,171 @@
+// `harness tau check`: the sweep it plans around a config's τ (sweeps/tau_check.h), and the
+// command end to end on the fixture corpus: stopped mid-run it resumes, and its verdict follows
+// from the losses and standard errors in the run files.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "harness/common/errors.h"
+#include "harness/config/schema.h"
+#include "results/run_file.h"
+#include "sweeps/sweep_file.h"
+#include "sweeps/tau_check.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+
+TEST(TauCheckSweep, GridAroundTheConfigsTauWithItsOverridesAndSeeds) {
+  auto loaded = harness::config::load_run_config_text(
+      "attention: {method: si+p-rope, tau: L/400}\ntrain: {context: 64, seed: 5}\n", "/tmp/my config.yaml", "c");
+  harness::sweeps::TauCheckSpec spec;
+  spec.overrides = {"train.steps=40", "eval.contexts=[L, 4L]"};
+  spec.factors = {3, 1, 0.1};
+  const auto s = harness::sweeps::tau_check_sweep(loaded, spec);
+  EXPECT_DOUBLE_EQ(s.tau, 0.16);
+  EXPECT_EQ(s.tau_texts, (std::vector<std::string>{"0.016", "0.16", "0.48"}));
+  EXPECT_EQ(s.own_tau_text, "0.16");
+  EXPECT_EQ(s.path, "runs/tau-check-" + harness::config::config_hash(loaded.config) + "/tau-check.yaml");
+  for (const std::string line : {"base: '/tmp/my config.yaml'", "  attention.tau: [0.016, 0.16, 0.48]",
+                                 "  train.steps: [40]", "  eval.contexts: [[L, 4L]]", "seeds: [5, 6]"})
+    EXPECT_NE(s.text.find(line), std::string::npos) << line << "\n" << s.text;
+
+  spec.factors = {0.5, 2};
+  EXPECT_THROW(harness::sweeps::tau_check_sweep(loaded, spec), harness::InputError);  // no factor 1
+  spec.factors = {1, 2};
+  spec.overrides = {"attention.tau=1"};
+  EXPECT_THROW(harness::sweeps::tau_check_sweep(loaded, spec), harness::InputError);
+  const auto rope = harness::config::load_run_config_text("attention: {method: rope}\n", "r.yaml", "r");
+  spec.overrides.clear();
+  try {
+    harness::sweeps::tau_check_sweep(rope, spec);
+    FAIL() << "rope has no τ";
+  } catch (const harness::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("attention.tau is not read"), std::string::npos) << e.what();
+  }
+}
+
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+pid_t spawn(const fs::path& dir, const std::vector<std::string>& args, const fs::path& log) {
+  std::vector<std::string> all = {HARNESS_BINARY};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    if (::chdir(dir.c_str()) != 0) ::_exit(126);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool checkpointed_mid_run(const std::string& run_dir) {
+  if (!fs::exists(run_dir + "/run.h5") || !fs::exists(run_dir + "/checkpoint.pt")) return false;
+  try {
+    const auto r = results::read_run_file(run_dir + "/run.h5");
+    return r.state == results::RunState::kRunning && r.status_step >= 5;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
+  test_support::TempDir tmp;
+  const fs::path config = tmp.path / "tiny.yaml";
+  std::ofstream(config) << "data: {corpus: '" << HARNESS_TEST_DATA << "/sotu'}\n"
+                        << "model: {layers: 1, d_model: 32, heads: 2}\n"
+                        << "attention: {method: si+p-rope, tau: L/400, p_rope_base: L/4}\n"
+                        << "train: {context: 16, batch_size: 4, steps: 120, seed: 0}\n"
+                        << "eval: {contexts: [L, 4L], tokens: 256}\n"
+                        << "run: {checkpoint_every: 5, log_every: 5, out_dir: '" << (tmp.path / "results").string() << "'}\n";
+  const std::vector<std::string> args = {"tau", "check", "--config", config.string(), "--factors", "1,3",
+                                         "--seeds", "0", "--jobs", "1", "--threads-per-job", "1"};
+  const auto loaded = harness::config::load_run_config(config.string());
+  harness::sweeps::TauCheckSpec spec;
+  spec.factors = {1, 3};
+  spec.seeds = {0};
+  const auto plan = harness::sweeps::tau_check_sweep(loaded, spec);
+  EXPECT_EQ(plan.tau_texts, (std::vector<std::string>{"0.04", "0.12"}));
+
+  // 1. Stopped (SIGTERM, as Slurm or Ctrl-C would) once the first run has checkpointed.
+  const pid_t first = spawn(tmp.path, args, tmp.path / "first.log");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!fs::exists(plan.path) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const auto sweep = harness::sweeps::load_sweep(plan.path);
+  ASSERT_EQ(sweep.runs.size(), 2u);
+  // The config's own run is the τ × 1 point: the same run id as training the config itself.
+  EXPECT_EQ(sweep.runs[0].id, harness::config::config_hash(loaded.config));
+  const std::string run0 = (tmp.path / sweep.runs[0].run_dir).string();
+  while (!checkpointed_mid_run(run0) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_EQ(::kill(first, SIGTERM), 0);
+  EXPECT_EQ(wait_exit(first), 130) << read_text(tmp.path / "first.log");
+
+  // 2. The same command again: the run resumes, the other trains, then table and verdict.
+  ASSERT_EQ(wait_exit(spawn(tmp.path, args, tmp.path / "second.log")), 0) << read_text(tmp.path / "second.log");
+  const std::string worker = read_text(run0 + "/worker.log");
+  EXPECT_NE(worker.find("resuming run"), std::string::npos) << worker;
+  const std::string out = read_text(tmp.path / "second.log");
+  const fs::path dir = fs::path(plan.path).parent_path();
+  EXPECT_EQ(read_text(dir / "verdict.txt").empty(), false);
+  EXPECT_NE(out.find(read_text(dir / "verdict.txt")), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(dir / "table.md"));
+  EXPECT_TRUE(fs::exists(dir / "figures" / "loss_vs_tau.csv"));
+
+  // 3. The verdict from the run files by hand: one seed, so the windows' s.e.
+  std::map<std::string, results::RunRecord> records;
+  for (const auto& r : sweep.runs)
+    records[r.setting_text("attention.tau")] = results::read_run_file((tmp.path / r.run_dir / "run.h5").string());
+  for (const int64_t T : {16, 64}) {
+    const auto& own = records.at("0.04").eval.at(T);
+    const auto& other = records.at("0.12").eval.at(T);
+    EXPECT_EQ(own.windows.back(), (256 + T - 1) / T);
+    const double gap = own.loss.back() - other.loss.back();
+    const std::string where = fmt::format("T = {} ({}L): τ = 0.04 ", T, T / 16);
+    if (gap <= 0) {
+      EXPECT_NE(out.find(where + "is the best of the grid"), std::string::npos) << out;
+    } else {
+      const double k = gap / std::sqrt(own.loss_se.back() * own.loss_se.back() + other.loss_se.back() * other.loss_se.back());
+      EXPECT_NE(out.find(fmt::format("{}is {} {:.1f} s.e. of the best (best τ = 0.12", where,
+                                     k <= 2 ? "within" : "worse by", k)),
+                std::string::npos) << out;
+    }
+  }
+  // 4. Everything done: a third call trains nothing and says the same.
+  ASSERT_EQ(wait_exit(spawn(tmp.path, args, tmp.path / "third.log")), 0);
+  EXPECT_NE(read_text(tmp.path / "third.log").find("2 of 2 runs done (0 this time)"), std::string::npos)
+      << read_text(tmp.path / "third.log");
+  EXPECT_NE(read_text(tmp.path / "third.log").find(read_text(dir / "verdict.txt")), std::string::npos);
+}
