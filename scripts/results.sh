@@ -30,22 +30,8 @@ mkdir -p "$OUT"
 "$HARNESS" theory entropy --tau 0.16 --tau 0.00015625 --tau 0.0015625 --tau 0.015625 --tau 0.15625 \
     --tau 1.5625 --out runs/theory/entropy-results.h5 >/dev/null
 table() { "$HARNESS" export table "$@" 2>/dev/null; }
-# Which cells of a loss table are separable from the best of their column: the gap in combined
-# seeds' standard errors (the windows are shared by every run, so they cancel in a difference).
-separable() {
-  "$HARNESS" export table "$@" --format csv 2>/dev/null | /usr/bin/python3 -c '
-import csv, math, sys
-rows = list(csv.DictReader(sys.stdin))
-keys = [k for k in rows[0] if not k.endswith((" mean", " se", " n", " window_se"))]
-for col in [k[:-5] for k in rows[0] if k.endswith(" mean")]:
-    cells = [(float(r[col + " mean"]), float(r[col + " se"] or "nan"), " ".join(r[k] for k in keys)) for r in rows if r[col + " mean"]]
-    best = min(cells)
-    close = [f"{name} ({(m - best[0]) / math.hypot(se, best[1]):.1f})" for m, se, name in sorted(cells)[1:]
-             if (m - best[0]) / math.hypot(se, best[1]) < 2]
-    near = ", ".join(close) or "none"
-    print(f"- {col}: best {best[2]}; within 2 s.e. of it (gap in s.e.): {near}")
-'
-}
+# Which cells of a loss table are separable from the best of their column (scripts/separable.py).
+separable() { "$HARNESS" export table "$@" 2>/dev/null | scripts/separable.py; }
 figures() {  # PNG and CSV only (the SVGs and scripts are redrawn by `export curves`)
   local dir="$OUT/$1"; shift
   rm -rf "$dir.tmp" && "$HARNESS" export curves "$@" --out "$dir.tmp" >/dev/null 2>&1

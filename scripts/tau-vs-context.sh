@@ -20,7 +20,7 @@ OUT=docs/results/tau-vs-context
 "$HARNESS" sweep run "$SWEEP" --jobs "$JOBS" --threads-per-job 1 --no-live
 "$HARNESS" analyse "$SWEEP" --tokens "$TOKENS" --threads "$JOBS" >/dev/null
 mkdir -p "$OUT"
-"$HARNESS" export table "$SWEEP" --metric analysis/loss --rows train.context,train.batch_size,attention.tau \
+"$HARNESS" export table "$SWEEP" --metric analysis/loss --rows train.context,train.batch_size,attention.method,attention.tau \
     --format csv --window-se --out "$OUT/loss.csv" >/dev/null 2>&1
 rm -rf "$OUT.tmp" && "$HARNESS" export curves "$SWEEP" --out "$OUT.tmp" >/dev/null 2>&1
 cp "$OUT.tmp"/loss_vs_tau*.png "$OUT.tmp"/loss_vs_tau*.csv "$OUT" && rm -rf "$OUT.tmp"
@@ -33,14 +33,19 @@ echo
 import csv, math, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 contexts = sorted({int(k.split()[0]) for k in rows[0] if k.endswith(" mean")})
-cells = {}  # (L, tau) -> {T: (mean, se, n, window_se)}
+cells = {}      # (L, tau) -> {T: (mean, se, n, window_se)}: si+p-rope
+reference = {}  # (L, method) -> the same: methods without τ (KERPLE-log + p-RoPE)
 for r in rows:
-    L, tau = int(r["train.context"]), float(r["attention.tau"])
+    L = int(r["train.context"])
     for T in contexts:
         m = r[f"{T} mean"]
         if m:
             f = lambda k: float(r[f"{T} {k}"]) if r[f"{T} {k}"] else float("nan")
-            cells.setdefault((L, tau), {})[T] = (float(m), f("se"), int(r[f"{T} n"]), f("window_se"))
+            cell = (float(m), f("se"), int(r[f"{T} n"]), f("window_se"))
+            if r["attention.tau"]:
+                cells.setdefault((L, float(r["attention.tau"])), {})[T] = cell
+            else:
+                reference.setdefault((L, r["attention.method"]), {})[T] = cell
 Ls = sorted({L for L, _ in cells})
 best_rows = []
 for L in Ls:
@@ -60,6 +65,13 @@ for L in Ls:
             s = f"{mean:.4f} ± {se:.4f} (w ± {wse:.4f})"
             out.append(f"**{s}**" if best[m] == t else s)
         print(f"| {t:g} | L/{L / t:.4g} | " + " | ".join(out) + " |")
+    for (l, method), ref in sorted(reference.items()):
+        if l != L: continue
+        out = []
+        for m in (1, 4, 16):
+            mean, se, n, wse = ref.get(m * L, (math.nan,) * 4)
+            out.append(f"{mean:.4f} ± {se:.4f} (w ± {wse:.4f})")
+        print(f"| {method} | – | " + " | ".join(out) + " |")
     print()
     for m in (1, 4, 16):
         T = m * L

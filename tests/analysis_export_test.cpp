@@ -28,7 +28,7 @@ namespace {
 // A done run of `method` and `seed` with final validation losses `loss` at T = 64, 256, and
 // entropy statistics at T = 64.
 void write_run(const fs::path& dir, const std::string& method, int seed, std::vector<double> loss,
-               const std::string& state = "done") {
+               const std::string& state = "done", std::vector<double> loss_se = {}) {
   const auto c = harness::config::load_run_config_text(
       "attention: {method: " + method + "}\ntrain: {context: 64, seed: " + std::to_string(seed) + "}\n", "x.yaml");
   results::RunRecord r;
@@ -39,6 +39,7 @@ void write_run(const fs::path& dir, const std::string& method, int seed, std::ve
     auto& rows = r.eval[64 << (2 * k)];
     rows.step = {100, 200};
     rows.loss = {loss[k] + 1, loss[k]};
+    if (!loss_se.empty()) rows.loss_se = {1.0, loss_se[k]};  // the first validation's is not read
   }
   results::DatasetGroup g;
   g.arrays["entropy"] = {{1, 1, 2}, {loss[0], loss[0] + 2}, "nats"};  // (E, layers, heads)
@@ -139,6 +140,27 @@ TEST(ExportTable, MeansStandardErrorsAndSeedsInEveryFormat) {
       EXPECT_EQ(split(l.substr(0, l.find("\\\\")), '&').size(), 3u) << l;
     }
   EXPECT_EQ(data_rows, 2u);
+}
+
+// --window-se: a loss cell also shows the runs' mean standard error over validation windows (the
+// last validation's), in Markdown and as a CSV column; a run file without it shows "?".
+TEST(ExportTable, WindowStandardErrorsBesideTheSeeds) {
+  test_support::TempDir tmp;
+  write_run(tmp.path / "r0", "rope", 0, {1.0, 2.0}, "done", {0.01, 0.05});
+  write_run(tmp.path / "r1", "rope", 1, {1.2, 2.0}, "done", {0.03, 0.07});
+  write_run(tmp.path / "a0", "alibi", 0, {1.1, 1.5});
+  analysis::TableOptions o;
+  o.window_se = true;
+  const auto t = analysis::build_table(analysis::load_run_set(tmp.path.string()), o);
+  const auto md = analysis::format_table(t, "md");
+  EXPECT_NE(md.find("1.1000 ± 0.1000 (2; windows ± 0.0200)"), std::string::npos) << md;
+  EXPECT_NE(md.find("2.0000 ± 0.0000 (2; windows ± 0.0600)"), std::string::npos) << md;
+  EXPECT_NE(md.find("1.1000 (1; windows ?)"), std::string::npos) << md;
+  const auto csv = lines(analysis::format_table(t, "csv"));
+  EXPECT_EQ(split(csv[0], ',')[4], "64 (1L) window_se");
+  for (const auto& line : csv) EXPECT_EQ(std::count(line.begin(), line.end(), ','), 8) << line;  // 9 fields
+  o.metric = "attention/entropy";
+  EXPECT_THROW(analysis::build_table(analysis::load_run_set(tmp.path.string()), o), harness::InputError);
 }
 
 TEST(ExportTable, TiesAreAllBestAndAColumnOfEqualValuesHasNone) {
