@@ -54,9 +54,19 @@ void sample_score_std(const torch::Tensor& q, const torch::Tensor& k, double sca
     }
   }
   const auto idx = torch::TensorOptions().dtype(torch::kLong);
-  const auto qi = q.index_select(2, torch::tensor(I, idx).to(q.device()));
-  const auto kj = k.index_select(2, torch::tensor(J, idx).to(q.device()));
-  const auto s = (qi.to(torch::kFloat64) * kj.to(torch::kFloat64)).sum(-1) * scale;  // (B, H, S)
+  const auto rows_i = torch::tensor(I, idx).to(q.device()), rows_j = torch::tensor(J, idx).to(q.device());
+  // A few windows at a time: the float64 gathers of a whole batch are (B, H, S, D) — 0.5 GB each
+  // for 256 windows of 64 tokens — and made large validation batches ~25× slower per token.
+  const int64_t per_window = q.size(1) * int64_t(I.size()) * q.size(3);
+  const int64_t step = std::max<int64_t>(1, (int64_t(1) << 21) / std::max<int64_t>(per_window, 1));
+  std::vector<torch::Tensor> parts;
+  for (int64_t b = 0; b < q.size(0); b += step) {
+    const int64_t n = std::min(step, q.size(0) - b);
+    const auto qi = q.narrow(0, b, n).index_select(2, rows_i).to(torch::kFloat64);
+    const auto kj = k.narrow(0, b, n).index_select(2, rows_j).to(torch::kFloat64);
+    parts.push_back((qi * kj).sum(-1) * scale);
+  }
+  const auto s = torch::cat(parts, 0);  // (B, H, S)
   // One transfer: std, sum, sum of squares.
   const auto stats = torch::stack({s.numel() > 1 ? s.std() : torch::zeros({}, s.options()), s.sum(),
                                    s.square().sum()}).to(torch::kCPU);
