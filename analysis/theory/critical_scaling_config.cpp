@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "harness/config/schema.h"
+#include "harness/config/yaml_values.h"
 #include "harness/common/errors.h"
 
 namespace analysis {
@@ -48,25 +49,16 @@ struct Parser {
     fail_at(at(node), key, fmt::format("expected {}, got {}", expected, describe(node)));
   }
 
+  // The run config's parsers (harness/config/yaml_values.h): the same forms and messages.
   int64_t integer(const YAML::Node& node, const std::string& key, int64_t lo, int64_t hi) const {
     const std::string expected = fmt::format("an integer in [{}, {}]", lo, hi);
-    if (!node.IsScalar()) fail(node, key, expected);
-    const std::string& s = node.Scalar();
-    errno = 0;
-    char* end = nullptr;
-    const long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || errno != 0 || *end != '\0' || v < lo || v > hi) fail(node, key, expected);
+    const int64_t v = harness::config::parse_int(node, at(node), key, expected);
+    if (v < lo || v > hi) fail(node, key, expected);
     return v;
   }
 
   double number(const YAML::Node& node, const std::string& key, const std::string& expected) const {
-    if (!node.IsScalar()) fail(node, key, expected);
-    const std::string& s = node.Scalar();
-    errno = 0;
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(v)) fail(node, key, expected);
-    return v;
+    return harness::config::parse_double(node, at(node), key, expected);
   }
 
   // A number in [lo, hi) (hi_open) or [lo, hi].

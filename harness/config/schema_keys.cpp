@@ -1,0 +1,525 @@
+// The key table: every config key with its type, range, default, help, whether it is part of the
+// run id and whether a run reads it (build_schema), and the lookups over it.
+#include "harness/config/schema.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "attention/cuda/kernel_limits.h"
+#include "attention/method.h"
+#include "harness/config/engine_options.h"
+#include "harness/config/yaml_values.h"
+#include "harness/common/errors.h"
+
+namespace harness::config {
+
+namespace {
+
+[[noreturn]] void fail(const Location& at, const std::string& key, const std::string& what) {
+  fail_at(at, key, what);
+}
+
+// ---- KeySpec builders. `Access` is a generic lambda returning a reference to the member. ----
+
+template <class Access>
+KeySpec integer_key(std::string path, Access access, int64_t lo, int64_t hi, std::string help,
+                    bool affects_results = true) {
+  KeySpec k;
+  k.path = path;
+  k.expected = fmt::format("an integer in [{}, {}]", lo, hi);
+  k.help = std::move(help);
+  k.affects_results = affects_results;
+  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
+    const int64_t v = parse_int(n, at, path, k.expected);
+    if (v < lo || v > hi) fail(at, path, fmt::format("expected {}, got {}", k.expected, v));
+    access(c) = static_cast<std::remove_reference_t<decltype(access(c))>>(v);
+  };
+  k.get = [=](const RunConfig& c) { return fmt::format("{}", access(const_cast<RunConfig&>(c))); };
+  return k;
+}
+
+template <class Access>
+KeySpec real_key(std::string path, Access access, double lo, double hi, bool lo_open,
+                 std::string help, bool affects_results = true) {
+  KeySpec k;
+  k.path = path;
+  k.expected = fmt::format("a number in {}{}, {}]", lo_open ? "(" : "[", format_double(lo),
+                           format_double(hi));
+  k.help = std::move(help);
+  k.affects_results = affects_results;
+  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
+    const double v = parse_double(n, at, path, k.expected);
+    if (!(lo_open ? v > lo : v >= lo) || !(v <= hi) || !std::isfinite(v))
+      fail(at, path, fmt::format("expected {}, got {}", k.expected, n.Scalar()));
+    access(c) = v;
+  };
+  k.get = [=](const RunConfig& c) { return format_double(access(const_cast<RunConfig&>(c))); };
+  return k;
+}
+
+// The key of a declared attention parameter (attention/parameters.h): its range is the row's.
+// An absolute value is checked against the row's minimum here, whether or not the run's method
+// reads it; a value relative to L (`L/400`) only for its sign (L is not known yet), and
+// resolve_method checks the resolved value. The canonical form holds the resolved value.
+template <class Access>
+KeySpec parameter_key(const attention::ParameterSpec& p, Access access) {
+  KeySpec k;
+  k.path = std::string("attention.") + p.name;
+  k.expected = fmt::format("a number {} {}{}", p.min_inclusive ? ">=" : ">", format_double(p.min),
+                           p.may_be_relative ? ", or a multiple of the training context such as L/400 or 4L" : "");
+  k.help = p.help;
+  const double min = p.min;
+  const bool inclusive = p.min_inclusive, may_be_relative = p.may_be_relative;
+  k.set = [=, path = k.path, expected = k.expected](RunConfig& c, const YAML::Node& n, const Location& at) {
+    const ContextValue v = parse_context_value(n, at, path, expected);
+    const bool in_range = v.relative ? min < 0 || v.value > 0 || (v.value == 0 && inclusive && min == 0)
+                                     : (inclusive ? v.value >= min : v.value > min);
+    if (!in_range || !std::isfinite(v.value) || (v.relative && !may_be_relative))
+      fail(at, path, fmt::format("expected {}, got '{}'", expected, n.Scalar()));
+    access(c) = v;
+  };
+  k.get = [=](const RunConfig& c) {
+    return format_double(access(const_cast<RunConfig&>(c)).resolve(c.train.context));
+  };
+  return k;
+}
+
+template <class Access>
+KeySpec choice_key(std::string path, Access access, std::function<std::vector<std::string>()> allowed,
+                   std::string help, bool affects_results = true, bool allow_empty = false) {
+  KeySpec k;
+  k.path = path;
+  k.expected = fmt::format("one of: {}", fmt::join(allowed(), ", "));
+  k.help = std::move(help);
+  k.affects_results = affects_results;
+  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
+    if (allow_empty && n.IsNull()) {
+      access(c).clear();
+      return;
+    }
+    const auto names = allowed();
+    const std::string expected = fmt::format("one of: {}", fmt::join(names, ", "));
+    const std::string& s = require_scalar(n, at, path, expected).Scalar();
+    if (allow_empty && s.empty()) {
+      access(c).clear();
+      return;
+    }
+    if (std::find(names.begin(), names.end(), s) == names.end())
+      fail(at, path, fmt::format("'{}' is not valid; expected {}", s, expected));
+    access(c) = s;
+  };
+  k.get = [=](const RunConfig& c) {
+    const std::string& s = access(const_cast<RunConfig&>(c));
+    return s.empty() ? std::string("''") : s;
+  };
+  return k;
+}
+
+template <class Access>
+KeySpec bool_key(std::string path, Access access, std::string help, bool affects_results = true) {
+  KeySpec k;
+  k.path = path;
+  k.expected = "true or false";
+  k.help = std::move(help);
+  k.affects_results = affects_results;
+  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
+    const std::string& s = require_scalar(n, at, path, k.expected).Scalar();
+    if (s == "true" || s == "yes" || s == "on") {
+      access(c) = true;
+    } else if (s == "false" || s == "no" || s == "off") {
+      access(c) = false;
+    } else {
+      fail(at, path, fmt::format("expected {}, got '{}'", k.expected, s));
+    }
+  };
+  k.get = [=](const RunConfig& c) { return std::string(access(const_cast<RunConfig&>(c)) ? "true" : "false"); };
+  return k;
+}
+
+template <class Access>
+KeySpec string_key(std::string path, Access access, std::string help, bool affects_results = true) {
+  KeySpec k;
+  k.path = path;
+  k.expected = "a non-empty string";
+  k.help = std::move(help);
+  k.affects_results = affects_results;
+  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
+    const std::string& s = require_scalar(n, at, path, k.expected).Scalar();
+    if (s.empty()) fail(at, path, "expected a non-empty string");
+    access(c) = s;
+  };
+  k.get = [=](const RunConfig& c) { return fmt::format("'{}'", access(const_cast<RunConfig&>(c))); };
+  return k;
+}
+
+
+// A non-empty list of contexts (absolute or multiples of L); canonical: the resolved list.
+template <class Access>
+KeySpec contexts_key(std::string path, Access access, std::string help) {
+  KeySpec k;
+  k.path = path;
+  k.expected = "a non-empty list of contexts, each an integer or a multiple of L (L, 4L, 16L)";
+  k.help = std::move(help);
+  k.set = [=, expected = k.expected](RunConfig& c, const YAML::Node& n, const Location& at) {
+    if (!n.IsSequence() || n.size() == 0)
+      fail(at, path, fmt::format("expected {}, got {}", expected, describe(n)));
+    std::vector<ContextValue> out;
+    for (const auto& item : n) {
+      const Location item_at = Location::of(at.source, item);
+      const ContextValue v = parse_context_value(item, item_at, path, expected);
+      if ((!v.relative && (v.value < 1 || v.value != std::floor(v.value))) || !(v.value > 0))
+        fail(item_at, path, fmt::format("expected {}, got '{}'", expected, item.Scalar()));
+      out.push_back(v);
+    }
+    access(c) = std::move(out);
+  };
+  k.get = [=](const RunConfig& c) {
+    std::vector<int64_t> resolved;
+    for (const auto& v : access(const_cast<RunConfig&>(c)))
+      resolved.push_back(std::llround(v.resolve(c.train.context)));
+    return fmt::format("[{}]", fmt::join(resolved, ", "));
+  };
+  return k;
+}
+
+// ---- which keys a run reads (KeySpec::read) ----
+
+KeySpec read_when(KeySpec k, std::function<bool(const RunConfig&)> read) {
+  k.read = std::move(read);
+  return k;
+}
+
+// Whether the attention method `c` resolves to satisfies `test` (true when it does not resolve:
+// an invalid config is rejected elsewhere, and its keys count as read until then).
+bool method_reads(const RunConfig& c, bool (*test)(const attention::Method&)) {
+  try {
+    return test(attention::resolve_method(method_options(c)));
+  } catch (const std::invalid_argument&) {
+    return true;
+  }
+}
+
+bool is_p_rope(const attention::Method& m) { return m.positional == attention::Positional::kPRoPE; }
+
+// An override of the preset's positional encoding or transform is read when it changes it.
+bool overrides_preset(const RunConfig& c, bool positional) {
+  const std::string& value = positional ? c.attention.positional : c.attention.transform;
+  if (value.empty()) return false;
+  try {
+    attention::MethodOptions preset = method_options(c);
+    preset.positional.clear();
+    preset.transform.clear();
+    const attention::Method m = attention::resolve_method(preset);
+    return value != (positional ? attention::to_string(m.positional) : attention::to_string(m.transform));
+  } catch (const std::invalid_argument&) {
+    return true;
+  }
+}
+
+std::vector<KeySpec> build_schema() {
+  std::vector<KeySpec> s;
+  // Identity and data.
+  s.push_back(string_key("name", [](auto& c) -> auto& { return c.name; },
+                         "run label; results go to <run.out_dir>/<name>/", false));
+  s.push_back(string_key("data.corpus", [](auto& c) -> auto& { return c.data.corpus; },
+                         "'sotu' (the default corpus under data.data_dir) or a directory of .txt "
+                         "files or .bin token shards"));
+  s.push_back(string_key("data.data_dir", [](auto& c) -> auto& { return c.data.data_dir; },
+                         "where fetched corpora and tokenizer caches live", false));
+  s.push_back(real_key("data.val_fraction", [](auto& c) -> auto& { return c.data.val_fraction; },
+                       0.0, 0.9, true, "fraction of documents held out for validation"));
+  s.push_back(choice_key("data.tokenizer", [](auto& c) -> auto& { return c.data.tokenizer.kind; },
+                         tokenizer_names, "byte-level (vocab 256) or SentencePiece BPE"));
+  s.push_back(read_when(
+      integer_key("data.vocab_size",
+                  [](auto& c) -> auto& { return c.data.tokenizer.vocab_size; }, 2, 1 << 20,
+                  "SentencePiece vocabulary size (byte: always 256)"),
+      [](const RunConfig& c) { return c.data.tokenizer.kind == "sentencepiece"; }));
+  // Model.
+  s.push_back(integer_key("model.layers", [](auto& c) -> auto& { return c.model.layers; }, 1, 256,
+                          "transformer blocks"));
+  s.push_back(integer_key("model.d_model", [](auto& c) -> auto& { return c.model.d_model; }, 1,
+                          65536, "residual width"));
+  s.push_back(integer_key("model.heads", [](auto& c) -> auto& { return c.model.heads; }, 1, 1024,
+                          "attention heads"));
+  s.push_back(integer_key("model.head_dim", [](auto& c) -> auto& { return c.model.head_dim; }, 0,
+                          1024, "dimension per head (even for RoPE-family encodings); "
+                          "0: d_model / heads"));
+  s.push_back(real_key("model.mlp_ratio", [](auto& c) -> auto& { return c.model.mlp_ratio; }, 0.0,
+                       64.0, true, "MLP hidden width / d_model"));
+  // Attention.
+  s.push_back(choice_key("attention.method", [](auto& c) -> auto& { return c.attention.method; },
+                         method_names, "a preset: positional encoding × logit transform"));
+  s.push_back(read_when(
+      choice_key("attention.positional", [](auto& c) -> auto& { return c.attention.positional; },
+                 positional_names, "override the preset's positional encoding", true, true),
+      [](const RunConfig& c) { return overrides_preset(c, true); }));
+  s.push_back(read_when(
+      choice_key("attention.transform", [](auto& c) -> auto& { return c.attention.transform; },
+                 transform_names, "override the preset's logit transform", true, true),
+      [](const RunConfig& c) { return overrides_preset(c, false); }));
+  // One key per declared parameter (attention/parameters.h), read when the method reads it.
+  for (const attention::ParameterSpec& p : attention::parameters()) {
+    const attention::Parameter id = p.id;
+    s.push_back(read_when(
+        parameter_key(p, [id](auto& c) -> auto& { return c.attention.parameters[id]; }),
+        [reads = p.reads](const RunConfig& c) { return method_reads(c, reads); }));
+  }
+  {
+    KeySpec k;
+    k.path = "attention.p_rope_fraction";
+    k.expected = "'auto' or a number in [0, 1]";
+    k.help = "fraction of frequency pairs p-RoPE rotates (auto: respread 0.5, truncate 0.75)";
+    k.set = [path = k.path, expected = k.expected](RunConfig& c, const YAML::Node& n,
+                                                   const Location& at) {
+      if (n.IsScalar() && n.Scalar() == "auto") {
+        c.attention.p_rope_fraction = -1.0;
+        return;
+      }
+      const double v = parse_double(n, at, path, expected);
+      if (v < 0 || v > 1) fail(at, path, fmt::format("expected {}, got {}", expected, n.Scalar()));
+      c.attention.p_rope_fraction = v;
+    };
+    k.get = [](const RunConfig& c) {
+      const double f = c.attention.p_rope_fraction;
+      return format_double(f >= 0 ? f : (c.attention.p_rope_variant == "truncate" ? 0.75 : 0.5));
+    };
+    k.read = [](const RunConfig& c) { return method_reads(c, is_p_rope); };
+    s.push_back(std::move(k));
+  }
+  s.push_back(read_when(
+      choice_key("attention.p_rope_variant",
+                 [](auto& c) -> auto& { return c.attention.p_rope_variant; },
+                 [] { return std::vector<std::string>{"respread", "truncate"}; },
+                 "respread (modded-nanogpt, the paper's) or truncate (Barbero et al.)"),
+      [](const RunConfig& c) { return method_reads(c, is_p_rope); }));
+  s.push_back(real_key("attention.score_scale",
+                       [](auto& c) -> auto& { return c.attention.score_scale; }, 0.0, 1e6, false,
+                       "s = score_scale · q·k; 0 means 1/sqrt(head_dim)"));
+  s.push_back(choice_key("attention.kernel", [](auto& c) -> auto& { return c.attention.kernel; },
+                         kernel_names, "attention kernel (same maths; fused is memory-efficient)", false));
+  // Training.
+  s.push_back(integer_key("train.context", [](auto& c) -> auto& { return c.train.context; }, 1,
+                          1 << 20, "training context L"));
+  s.push_back(integer_key("train.batch_size", [](auto& c) -> auto& { return c.train.batch_size; },
+                          1, 1 << 20, "sequences per optimiser step"));
+  s.push_back(integer_key("train.grad_accum", [](auto& c) -> auto& { return c.train.grad_accum; },
+                          1, 4096, "micro-batches per step (divides batch_size)"));
+  s.push_back(integer_key("train.micro_batch_size",
+                          [](auto& c) -> auto& { return c.train.micro_batch_size; }, 0, 1 << 20,
+                          "sequences per forward/backward on one rank (gradient accumulation); 0: "
+                          "batch_size / grad_accum, at most the rank's share", false));
+  s.push_back(integer_key("train.steps", [](auto& c) -> auto& { return c.train.steps; }, 1,
+                          int64_t(1) << 40, "optimiser steps"));
+  s.push_back(integer_key("train.seed", [](auto& c) -> auto& { return c.train.seed; }, 0,
+                          std::numeric_limits<int64_t>::max(), "initialisation and data order"));
+  s.push_back(real_key("train.grad_clip", [](auto& c) -> auto& { return c.train.grad_clip; }, 0.0,
+                       1e9, false, "clip the global gradient norm; 0: off"));
+  // Part of the run id only when not fp32: runs from before the key keep their ids.
+  s.push_back(read_when(
+      choice_key("train.precision", [](auto& c) -> auto& { return c.train.precision; },
+                 [] { return std::vector<std::string>{"fp32", "bf16"}; },
+                 "fp32, or bf16 mixed precision (float32 master weights, optimiser, norms and "
+                 "loss; bfloat16 matmuls and attention)"),
+      [](const RunConfig& c) { return c.train.precision != "fp32"; }));
+  s.push_back(bool_key("train.activation_checkpointing",
+                       [](auto& c) -> auto& { return c.train.activation_checkpointing; },
+                       "recompute each block's activations in the backward (same gradients, less "
+                       "memory)", false));
+  // Optimiser and schedule.
+  s.push_back(choice_key("optim.name", [](auto& c) -> auto& { return c.optim.name; },
+                         optimizer_names, "Muon for hidden matrices + Adam, or AdamW for all"));
+  s.push_back(real_key("optim.lr_hidden", [](auto& c) -> auto& { return c.optim.lr_hidden; }, 0.0,
+                       100.0, true, "learning rate of the 2-D hidden weights"));
+  s.push_back(real_key("optim.lr_embed", [](auto& c) -> auto& { return c.optim.lr_embed; }, 0.0,
+                       100.0, false, "learning rate of the token embedding"));
+  s.push_back(real_key("optim.lr_head", [](auto& c) -> auto& { return c.optim.lr_head; }, 0.0,
+                       100.0, false, "learning rate of the output head"));
+  s.push_back(real_key("optim.lr_scalar", [](auto& c) -> auto& { return c.optim.lr_scalar; }, 0.0,
+                       100.0, false, "learning rate of norms and learned scalars"));
+  s.push_back(real_key("optim.beta1", [](auto& c) -> auto& { return c.optim.beta1; }, 0.0, 1.0,
+                       false, "Adam β1"));
+  s.push_back(real_key("optim.beta2", [](auto& c) -> auto& { return c.optim.beta2; }, 0.0, 1.0,
+                       false, "Adam β2"));
+  s.push_back(real_key("optim.weight_decay",
+                       [](auto& c) -> auto& { return c.optim.weight_decay; }, 0.0, 10.0, false,
+                       "decoupled weight decay"));
+  s.push_back(read_when(real_key("optim.momentum", [](auto& c) -> auto& { return c.optim.momentum; },
+                                0.0, 1.0, false, "Muon momentum (Nesterov)"),
+                       [](const RunConfig& c) { return c.optim.name == "muon"; }));
+  s.push_back(choice_key("schedule.kind", [](auto& c) -> auto& { return c.schedule.kind; },
+                         schedule_names, "learning-rate schedule"));
+  s.push_back(integer_key("schedule.warmup_steps",
+                          [](auto& c) -> auto& { return c.schedule.warmup_steps; }, 0,
+                          int64_t(1) << 40, "linear warmup steps"));
+  s.push_back(read_when(
+      real_key("schedule.cooldown_fraction",
+               [](auto& c) -> auto& { return c.schedule.cooldown_fraction; }, 0.0, 1.0, false,
+               "final fraction of steps with a linear cooldown to 0 (constant-cooldown)"),
+      [](const RunConfig& c) { return c.schedule.kind == "constant-cooldown"; }));
+  // Evaluation.
+  s.push_back(integer_key("eval.every", [](auto& c) -> auto& { return c.eval.every; }, 0,
+                          int64_t(1) << 40, "steps between validations; 0: only at the end"));
+  s.push_back(contexts_key("eval.contexts", [](auto& c) -> auto& { return c.eval.contexts; },
+                           "validation contexts (zero-shot beyond the training context)"));
+  // eval.tokens sizes validation in tokens; unset (0), eval.windows counts windows as before, so
+  // earlier run ids hold. Set, it replaces eval.windows (then unread: not in the id).
+  s.push_back(read_when(integer_key("eval.windows", [](auto& c) -> auto& { return c.eval.windows; }, 1,
+                                    1 << 20, "validation windows per context (when eval.tokens is 0)"),
+                        [](const RunConfig& c) { return c.eval.tokens == 0; }));
+  s.push_back(read_when(integer_key("eval.tokens", [](auto& c) -> auto& { return c.eval.tokens; }, 0,
+                                    int64_t(1) << 40,
+                                    "validation tokens per context: ceil(tokens / T) windows of T "
+                                    "tokens at context T, as many as the validation documents hold; "
+                                    "0: eval.windows windows at every context"),
+                        [](const RunConfig& c) { return c.eval.tokens > 0; }));
+  s.push_back(integer_key("eval.batch_size", [](auto& c) -> auto& { return c.eval.batch_size; },
+                          1, 1 << 16, "windows per validation forward pass", false));
+  s.push_back(integer_key("eval.position_buckets",
+                          [](auto& c) -> auto& { return c.eval.position_buckets; }, 1, 4096,
+                          "buckets of the per-position validation loss"));
+  s.push_back(integer_key("eval.seed", [](auto& c) -> auto& { return c.eval.seed; }, 0,
+                          std::numeric_limits<int64_t>::max(),
+                          "placement of validation windows (keep equal across compared runs)"));
+  s.push_back(integer_key("eval.max_batch_tokens",
+                          [](auto& c) -> auto& { return c.eval.max_batch_tokens; }, 1,
+                          int64_t(1) << 40,
+                          "tokens per validation forward: a context's eval.batch_size windows are "
+                          "split into forwards of at most this many tokens (at least one window)",
+                          false));
+  s.push_back(integer_key("eval.attention_queries",
+                          [](auto& c) -> auto& { return c.eval.attention_queries; }, 0, 4096,
+                          "attention statistics (entropy, mass by distance) of the last N positions "
+                          "of each validation window; 0: off", false));
+  // Tasks: needle in a haystack (harness/tasks/needle/needle_run.h). Unread for task: lm, so language-
+  // model runs keep their ids.
+  const auto needle_task = [](const RunConfig& c) { return c.task == "needle"; };
+  s.push_back(read_when(choice_key("task", [](auto& c) -> auto& { return c.task; },
+                                   [] { return std::vector<std::string>{"lm", "needle"}; },
+                                   "lm: train a language model; needle: fine-tune init_from on "
+                                   "needle-in-a-haystack retrieval and evaluate it"),
+                        [](const RunConfig& c) { return c.task != "lm"; }));
+  {
+    KeySpec k = string_key("init_from", [](auto& c) -> auto& { return c.init_from; },
+                           "task: needle: the pretrained run (its directory), or a directory of "
+                           "runs holding it under this config's pretraining id (a sweep's, e.g. "
+                           "runs/needle-base)");
+    k.expected = "a path (empty: none)";
+    k.set = [](RunConfig& c, const YAML::Node& n, const Location& at) {  // '' as written by canonical_text
+      c.init_from = n.IsNull() ? "" : require_scalar(n, at, "init_from", "a path").Scalar();
+    };
+    s.push_back(read_when(std::move(k), needle_task));
+  }
+  s.push_back(read_when(integer_key("needle.steps", [](auto& c) -> auto& { return c.needle.steps; },
+                                    1, int64_t(1) << 40, "fine-tuning steps"),
+                        needle_task));
+  s.push_back(read_when(integer_key("needle.warmup_steps",
+                                    [](auto& c) -> auto& { return c.needle.warmup_steps; }, 0,
+                                    int64_t(1) << 40, "fine-tuning: linear warm-up steps"),
+                        needle_task));
+  s.push_back(read_when(integer_key("needle.cooldown_steps",
+                                    [](auto& c) -> auto& { return c.needle.cooldown_steps; }, 0,
+                                    int64_t(1) << 40, "fine-tuning: final linear cool-down steps"),
+                        needle_task));
+  s.push_back(read_when(integer_key("needle.batch_size",
+                                    [](auto& c) -> auto& { return c.needle.batch_size; }, 1,
+                                    1 << 16, "fine-tuning examples per step (train.context tokens each)"),
+                        needle_task));
+  s.push_back(read_when(contexts_key("needle.contexts",
+                                     [](auto& c) -> auto& { return c.needle.contexts; },
+                                     "needle evaluation contexts (example lengths)"),
+                        needle_task));
+  s.push_back(read_when(integer_key("needle.examples",
+                                    [](auto& c) -> auto& { return c.needle.examples; }, 1, 1 << 20,
+                                    "needle evaluation examples per context"),
+                        needle_task));
+  s.push_back(read_when(integer_key("needle.seed", [](auto& c) -> auto& { return c.needle.seed; },
+                                    0, std::numeric_limits<int64_t>::max(),
+                                    "needle evaluation examples (keep equal across compared runs)"),
+                        needle_task));
+  // Running (never part of the run id).
+  s.push_back(string_key("run.out_dir", [](auto& c) -> auto& { return c.run.out_dir; },
+                         "results root", false));
+  s.push_back(integer_key("run.threads", [](auto& c) -> auto& { return c.run.threads; }, 0, 4096,
+                          "CPU threads; 0: all cores", false));
+  s.push_back(integer_key("run.log_every", [](auto& c) -> auto& { return c.run.log_every; }, 1,
+                          int64_t(1) << 40, "steps between log lines off a terminal", false));
+  s.push_back(integer_key("run.checkpoint_every",
+                          [](auto& c) -> auto& { return c.run.checkpoint_every; }, 0,
+                          int64_t(1) << 40, "steps between checkpoints; 0: only at the end",
+                          false));
+  s.push_back(choice_key("run.device", [](auto& c) -> auto& { return c.run.device; },
+                         [] { return std::vector<std::string>{"cpu", "cuda"}; },
+                         "where to train (cuda needs a LibTorch built with CUDA)", false));
+  s.push_back(bool_key("run.tf32", [](auto& c) -> auto& { return c.run.tf32; },
+                       "CUDA: float32 matmuls on TF32 tensor cores (fp32 runs only; no effect on "
+                       "the CPU)", false));
+  s.push_back(real_key("run.dist_timeout", [](auto& c) -> auto& { return c.run.dist_timeout; }, 1.0,
+                       86400.0, false, "data parallel: seconds a rank waits for the others (rendezvous, "
+                       "collectives) before it fails naming the lost rank", false));
+  return s;
+}
+
+
+std::string last_component(const std::string& path) {
+  const auto dot = path.rfind('.');
+  return dot == std::string::npos ? path : path.substr(dot + 1);
+}
+
+}  // namespace
+
+bool is_section(const std::string& prefix) {
+  for (const auto& k : schema())
+    if (k.path.size() > prefix.size() && k.path.compare(0, prefix.size(), prefix) == 0 &&
+        k.path[prefix.size()] == '.')
+      return true;
+  return false;
+}
+
+const std::vector<KeySpec>& schema() {
+  static const std::vector<KeySpec> keys = build_schema();
+  return keys;
+}
+
+const KeySpec* find_key(const std::string& path) {
+  for (const auto& k : schema())
+    if (k.path == path) return &k;
+  return nullptr;
+}
+
+std::vector<std::string> did_you_mean(const std::string& path) {
+  std::vector<std::pair<size_t, std::string>> scored;
+  const std::string leaf = last_component(path);
+  for (const auto& k : schema()) {
+    // A misspelt leaf in the right section, or a right leaf in the wrong section.
+    const size_t full = edit_distance(path, k.path);
+    const size_t by_leaf = edit_distance(leaf, last_component(k.path)) + (leaf == path ? 0 : 1);
+    const size_t d = std::min(full, by_leaf);
+    const size_t limit = std::max<size_t>(2, leaf.size() / 3);
+    if (d <= limit) scored.emplace_back(d, k.path);
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (auto& s : scored) out.push_back(std::move(s.second));
+  return out;
+}
+
+std::string schema_reference() {
+  std::string out;
+  RunConfig defaults;
+  for (const auto& k : schema()) {
+    out += fmt::format("{:<28} {}{}{}\n{:<28}   expected {}; default {}\n", k.path, k.help,
+                       k.affects_results ? "" : " [not part of the run id]",
+                       k.read ? " [part of the run id only when the run reads it]" : "", "",
+                       k.expected, k.get(defaults));
+  }
+  return out;
+}
+
+}  // namespace harness::config
