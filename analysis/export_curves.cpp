@@ -105,7 +105,8 @@ std::string series_clauses(const std::string& file, const std::vector<Series>& s
                                       : fmt::format("{}:{}", x, mean);
     const std::string title = series[i].legend.empty() ? fmt::format("columnheader({})", mean)
                                                        : gnuplot_quote(series[i].legend);
-    clauses.push_back(fmt::format("{} using {} with {} {} title {}", clauses.empty() ? gnuplot_quote(file) : "''",
+    // noenhanced: a legend is keys and values (train.batch_size=8), not markup; "_" stays "_".
+    clauses.push_back(fmt::format("{} using {} with {} {} title {} noenhanced", clauses.empty() ? gnuplot_quote(file) : "''",
                                   using_, with, style_of(series[i]).clause(), title));
   }
   return fmt::format("{}", fmt::join(clauses, ", \\\n     "));
@@ -256,6 +257,18 @@ void loss_vs_tau(const RunSet& set, const std::vector<const RunEntry*>& runs, Wr
   const auto variant_of = [&](int64_t T, int64_t L) {
     return size_t(std::distance(contexts.begin(), contexts.find(multiple(T, L))));
   };
+  // The re-validated loss of `harness analyse` (more windows) when every run has it at every
+  // context it validated at; else the last validation's.
+  const auto analysed_loss = [](const RunEntry& r, int64_t T) -> std::optional<double> {
+    const auto g = r.record->analysis.find(T);
+    if (g == r.record->analysis.end()) return std::nullopt;
+    const auto a = g->second.arrays.find("loss");
+    if (a == g->second.arrays.end() || a->second.values.empty()) return std::nullopt;
+    return a->second.values[0];
+  };
+  bool analysed = true;
+  for (const auto* r : runs)
+    for (const auto& [T, rows] : r->record->eval) analysed = analysed && analysed_loss(*r, T).has_value();
   for (const auto* r : runs) {
     const bool reads_tau = tau_key->is_read(r->config);
     const double tau = reads_tau ? r->config.attention.parameters[attention::Parameter::kTau].resolve(r->train_context) : 0.0;
@@ -269,7 +282,7 @@ void loss_vs_tau(const RunSet& set, const std::vector<const RunEntry*>& runs, Wr
       // Runs without τ (rope, alibi): one horizontal reference line per context.
       auto& s = series_for(reads_tau ? series : reference, fmt::format("{} T={}", group, ctx), color,
                            variant_of(T, r->train_context));
-      s.at[reads_tau ? x : 0.0].push_back(rows.loss.back());
+      s.at[reads_tau ? x : 0.0].push_back(analysed ? *analysed_loss(*r, T) : rows.loss.back());
     }
   }
   if (taus.size() < 2) {
@@ -277,15 +290,16 @@ void loss_vs_tau(const RunSet& set, const std::vector<const RunEntry*>& runs, Wr
     return;
   }
   std::vector<std::pair<std::string, Csv>> csvs = {{name + ".csv", series_csv(in_tokens ? "tau" : "tau_over_L", series)}};
-  std::string body = axes(fmt::format("final validation loss against τ\n{}; lines without points: runs "
-                                      "without τ", seeds_note(series)),
+  std::string body = axes(fmt::format("final validation loss against τ{}\n{}; lines without points: runs "
+                                      "without τ", analysed ? " (re-validated by harness analyse)" : "",
+                                      seeds_note(series)),
                           in_tokens ? "τ (tokens)" : "τ / L (training context)", "validation loss (nats/token)", true) +
                      "plot " + series_clauses(name + ".csv", series, max_samples(series) > 1 ? "yerrorlines" : "linespoints");
   if (!reference.empty()) {
     Csv ref = series_csv("x", reference);  // one row at x = 0: each reference run's mean and se
     csvs.push_back({name + "_reference.csv", ref});
     for (size_t i = 0; i < reference.size(); ++i)
-      body += fmt::format(", \\\n     {:.9g} with lines lc rgb '{}' dt {} lw 1.5 title {}", ref.rows.at(0)[1 + 2 * i],
+      body += fmt::format(", \\\n     {:.9g} with lines lc rgb '{}' dt {} lw 1.5 title {} noenhanced", ref.rows.at(0)[1 + 2 * i],
                           reference[i].color, dash_type(reference[i].variant), gnuplot_quote(reference[i].title));
   }
   w.figure(name, csvs, body);

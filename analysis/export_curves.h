@@ -3,7 +3,8 @@
 // or a theory file:
 //
 //   runs:   loss_vs_step_T<T>       validation loss against step, a line per run
-//           loss_vs_tau             final loss against τ/L per context, error bars over seeds (Fig. 5)
+//           loss_vs_tau             final loss against τ/L per context, error bars over seeds (Fig. 5);
+//                                   `harness analyse`'s loss when every run has it
 //           loss_vs_tau_tokens      the same against τ in tokens (runs trained at several L)
 //           entropy_vs_context      attention entropy against T (Fig. 1), theory overlaid if given
 //           recent_mass_vs_context  attention on the last 100 keys against T, theory overlaid
