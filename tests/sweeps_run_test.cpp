@@ -19,6 +19,7 @@
 
 #include "results/run_file.h"
 #include "sweeps/sweep_file.h"
+#include "test_support.h"
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
@@ -32,12 +33,6 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 size_t count(const std::string& text, const std::string& needle) {
   size_t n = 0;
@@ -59,62 +54,13 @@ fs::path write_sweep(const fs::path& dir, const std::string& name, int steps, co
   return file;
 }
 
-// The harness binary in the background, output to `log`, working directory `dir`.
-pid_t spawn(const fs::path& dir, const std::vector<std::string>& args, const fs::path& log) {
-  std::vector<std::string> all = {HARNESS_BINARY};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const std::string dir_s = dir.string(), log_s = log.string();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int fd = ::open(log_s.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    if (::chdir(dir_s.c_str()) != 0) ::_exit(126);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// Exit code (128 + signal when killed); fails the test after `timeout`.
-int wait_for(pid_t pid, std::chrono::seconds timeout = std::chrono::seconds(120)) {
-  const auto deadline = Clock::now() + timeout;
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (Clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      ADD_FAILURE() << "process " << pid << " timed out";
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 int run(const fs::path& dir, const std::vector<std::string>& args, const fs::path& log) {
-  return wait_for(spawn(dir, args, log));
-}
-
-// Whether the run has checkpointed at least once and is still running. (run.h5 is published just
-// before the checkpoint is written: a kill in between restarts the run from step 0 instead.)
-bool checkpointed_mid_run(const std::string& run_dir) {
-  const std::string file = run_dir + "/run.h5";
-  if (!fs::exists(file) || !fs::exists(run_dir + "/checkpoint.pt")) return false;
-  try {
-    const auto record = results::read_run_file(file);
-    return record.state == results::RunState::kRunning && record.status_step >= 5;
-  } catch (const std::exception&) {
-    return false;
-  }
+  return test_support::wait_exit(test_support::spawn_harness(dir, args, log));
 }
 
 // pid of the process holding the run's lock (the lock file says "pid@host").
 pid_t lock_holder(const std::string& run_dir) {
-  const std::string text = read_file(run_dir + "/lock");
+  const std::string text = test_support::read_text(run_dir + "/lock");
   return text.empty() ? 0 : pid_t(std::stol(text));
 }
 
@@ -141,7 +87,7 @@ TEST(SweepCommand, BadSweepExitsTwoAndWritesNothing) {
     std::vector<std::string> args = {"sweep", action, "bad.yaml"};
     if (action == "submit") args.push_back("--slurm");
     EXPECT_EQ(run(dir, args, log), 2) << action;
-    const std::string out = read_file(log);
+    const std::string out = test_support::read_text(log);
     EXPECT_NE(out.find("bad.yaml:4:3: unknown key 'attention.tua' — did you mean 'attention.tau'?"),
               std::string::npos) << out;
   }
@@ -156,7 +102,7 @@ TEST(SweepCommand, MissingCorpusIsReportedOnceBeforeAnyWorkerStarts) {
                                        << "}\nseeds: [1, 2, 3]\n";
   const fs::path log = dir / "run.log";
   EXPECT_EQ(run(dir, {"sweep", "run", "nocorpus.yaml", "--no-live"}, log), 2);
-  const std::string out = read_file(log);
+  const std::string out = test_support::read_text(log);
   EXPECT_EQ(count(out, "does not exist"), 1u) << out;  // once, not once per run
   EXPECT_NE(out.find("nocorpus.yaml:3:"), std::string::npos) << out;  // where data.corpus is set
   EXPECT_NE(out.find((dir / "missing").string()), std::string::npos) << out;
@@ -177,11 +123,11 @@ TEST(SweepCommand, KilledWorkerAndStoppedRunnerResumeWithoutDuplicatedSteps) {
   // The Slurm script first, while both runs are pending (--dry-run: nothing is submitted).
   ASSERT_EQ(run(dir, {"sweep", "submit", file.string(), "--slurm", "--dry-run", "--max-parallel", "1",
                       "--time", "00:10:00", "--partition", "debug"},
-                dir / "submit.log"), 0) << read_file(dir / "submit.log");
+                dir / "submit.log"), 0) << test_support::read_text(dir / "submit.log");
   std::vector<fs::path> scripts;
   for (const auto& e : fs::directory_iterator(dir / "results/resume/slurm")) scripts.push_back(e.path());
   ASSERT_EQ(scripts.size(), 1u);
-  const std::string script = read_file(scripts[0]);
+  const std::string script = test_support::read_text(scripts[0]);
   for (const std::string line : {"#SBATCH --array=0-1%1", "#SBATCH --signal=B:USR1@120", "#SBATCH --requeue",
                                  "#SBATCH --open-mode=append", "#SBATCH --partition=debug",
                                  "#SBATCH --time=00:10:00", "RUN_INDICES=(0 1)", "scontrol requeue",
@@ -193,32 +139,32 @@ TEST(SweepCommand, KilledWorkerAndStoppedRunnerResumeWithoutDuplicatedSteps) {
   EXPECT_TRUE(fs::exists(dir / "results/resume/sweep.yaml"));
 
   // 1. SIGKILL run 0's worker after its first checkpoint; SIGTERM the runner during run 1.
-  const pid_t runner = spawn(dir, {"sweep", "run", file.string(), "--jobs", "1", "--threads-per-job", "1"},
+  const pid_t runner = test_support::spawn_harness(dir, {"sweep", "run", file.string(), "--jobs", "1", "--threads-per-job", "1"},
                              dir / "run1.log");
   const auto deadline = Clock::now() + std::chrono::seconds(90);
-  while (!checkpointed_mid_run(run0) && Clock::now() < deadline)
+  while (!test_support::checkpointed_mid_run(run0) && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   const pid_t worker = lock_holder(run0);
   ASSERT_GT(worker, 0);
   ASSERT_EQ(::kill(worker, SIGKILL), 0);
-  while (!checkpointed_mid_run(run1) && Clock::now() < deadline)
+  while (!test_support::checkpointed_mid_run(run1) && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   ASSERT_EQ(::kill(runner, SIGTERM), 0);
-  EXPECT_EQ(wait_for(runner), 130) << read_file(dir / "run1.log");
-  const std::string first = read_file(dir / "run1.log");
+  EXPECT_EQ(test_support::wait_exit(runner), 130) << test_support::read_text(dir / "run1.log");
+  const std::string first = test_support::read_text(dir / "run1.log");
   EXPECT_NE(first.find("FAILED"), std::string::npos) << first;
   EXPECT_NE(first.find("killed by signal 9"), std::string::npos) << first;
 
   ASSERT_EQ(run(dir, {"sweep", "status", file.string()}, dir / "status1.log"), 0);
-  const std::string status1 = read_file(dir / "status1.log");
+  const std::string status1 = test_support::read_text(dir / "status1.log");
   EXPECT_NE(status1.find("killed: no process holds its lock"), std::string::npos) << status1;
   EXPECT_NE(status1.find("0 of 2 runs done, 2 interrupted"), std::string::npos) << status1;
 
   // 2. Run again: both resume from their checkpoints and finish.
   ASSERT_EQ(run(dir, {"sweep", "run", file.string(), "--jobs", "2", "--threads-per-job", "1"}, dir / "run2.log"), 0)
-      << read_file(dir / "run2.log");
+      << test_support::read_text(dir / "run2.log");
   for (const auto& run_dir : {run0, run1}) {
-    const std::string log = read_file(run_dir + "/worker.log");
+    const std::string log = test_support::read_text(run_dir + "/worker.log");
     EXPECT_EQ(count(log, "starting run"), 1u) << log;
     EXPECT_EQ(count(log, "resuming run"), 1u) << log;
     expect_complete_without_duplicates(run_dir, steps);
@@ -226,17 +172,17 @@ TEST(SweepCommand, KilledWorkerAndStoppedRunnerResumeWithoutDuplicatedSteps) {
 
   // 3. Everything done: a third run does nothing; plan, status and table agree.
   ASSERT_EQ(run(dir, {"sweep", "run", file.string()}, dir / "run3.log"), 0);
-  EXPECT_NE(read_file(dir / "run3.log").find("2 of 2 runs done (0 this time)"), std::string::npos)
-      << read_file(dir / "run3.log");
+  EXPECT_NE(test_support::read_text(dir / "run3.log").find("2 of 2 runs done (0 this time)"), std::string::npos)
+      << test_support::read_text(dir / "run3.log");
   ASSERT_EQ(run(dir, {"sweep", "plan", file.string()}, dir / "plan.log"), 0);
-  const std::string plan = read_file(dir / "plan.log");
+  const std::string plan = test_support::read_text(dir / "plan.log");
   EXPECT_NE(plan.find(sweep.runs[0].id + "  #0   train.seed=0  done"), std::string::npos) << plan;
   EXPECT_NE(plan.find("2 of 2 runs done"), std::string::npos) << plan;
   ASSERT_EQ(run(dir, {"sweep", "table", file.string(), "--csv", (dir / "table.csv").string()}, dir / "table.log"), 0);
-  const std::string csv = read_file(dir / "table.csv");
+  const std::string csv = test_support::read_text(dir / "table.csv");
   EXPECT_EQ(csv.rfind("run_id,train.seed,state,runs,loss_16,loss_64\n", 0), 0u) << csv;
   EXPECT_EQ(count(csv, ",done,1,"), 2u) << csv;
-  EXPECT_NE(read_file(dir / "table.log").find("val@64"), std::string::npos);
+  EXPECT_NE(test_support::read_text(dir / "table.log").find("val@64"), std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -246,16 +192,16 @@ TEST(SweepCommand, ConcurrentRunnersTrainEachRunOnce) {
   const fs::path file = write_sweep(dir, "twice", steps, "[0, 1, 2]");
   const auto sweep = harness::sweeps::load_sweep(file.string());
   const std::vector<std::string> args = {"sweep", "run", file.string(), "--jobs", "2", "--threads-per-job", "1"};
-  const pid_t a = spawn(dir, args, dir / "a.log");
-  const pid_t b = spawn(dir, args, dir / "b.log");
-  EXPECT_EQ(wait_for(a), 0) << read_file(dir / "a.log");
-  EXPECT_EQ(wait_for(b), 0) << read_file(dir / "b.log");
+  const pid_t a = test_support::spawn_harness(dir, args, dir / "a.log");
+  const pid_t b = test_support::spawn_harness(dir, args, dir / "b.log");
+  EXPECT_EQ(test_support::wait_exit(a), 0) << test_support::read_text(dir / "a.log");
+  EXPECT_EQ(test_support::wait_exit(b), 0) << test_support::read_text(dir / "b.log");
   for (const auto& r : sweep.runs) {
     const std::string run_dir = (dir / r.run_dir).string();
-    const std::string worker_log = read_file(run_dir + "/worker.log");
+    const std::string worker_log = test_support::read_text(run_dir + "/worker.log");
     EXPECT_EQ(count(worker_log, "starting run"), 1u) << worker_log;
     EXPECT_EQ(count(worker_log, "resuming run"), 0u) << worker_log;
-    EXPECT_EQ(count(read_file(run_dir + "/train.log"), " (id " + r.id + ")"), 1u);  // one fresh start
+    EXPECT_EQ(count(test_support::read_text(run_dir + "/train.log"), " (id " + r.id + ")"), 1u);  // one fresh start
     expect_complete_without_duplicates(run_dir, steps);
   }
   fs::remove_all(dir);

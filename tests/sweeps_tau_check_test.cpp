@@ -2,16 +2,12 @@
 // command end to end on the fixture corpus: stopped mid-run it resumes, and its verdict follows
 // from the losses and standard errors in the run files.
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -55,50 +51,6 @@ TEST(TauCheckSweep, GridAroundTheConfigsTauWithItsOverridesAndSeeds) {
   }
 }
 
-namespace {
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-pid_t spawn(const fs::path& dir, const std::vector<std::string>& args, const fs::path& log) {
-  std::vector<std::string> all = {HARNESS_BINARY};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    if (::chdir(dir.c_str()) != 0) ::_exit(126);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-bool checkpointed_mid_run(const std::string& run_dir) {
-  if (!fs::exists(run_dir + "/run.h5") || !fs::exists(run_dir + "/checkpoint.pt")) return false;
-  try {
-    const auto r = results::read_run_file(run_dir + "/run.h5");
-    return r.state == results::RunState::kRunning && r.status_step >= 5;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-}  // namespace
 
 TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
   test_support::TempDir tmp;
@@ -119,7 +71,7 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
   EXPECT_EQ(plan.tau_texts, (std::vector<std::string>{"0.04", "0.12"}));
 
   // 1. Stopped (SIGTERM, as Slurm or Ctrl-C would) once the first run has checkpointed.
-  const pid_t first = spawn(tmp.path, args, tmp.path / "first.log");
+  const pid_t first = test_support::spawn_harness(tmp.path, args, tmp.path / "first.log");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (!fs::exists(plan.path) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -128,19 +80,19 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
   // The config's own run is the τ × 1 point: the same run id as training the config itself.
   EXPECT_EQ(sweep.runs[0].id, harness::config::config_hash(loaded.config));
   const std::string run0 = (tmp.path / sweep.runs[0].run_dir).string();
-  while (!checkpointed_mid_run(run0) && std::chrono::steady_clock::now() < deadline)
+  while (!test_support::checkpointed_mid_run(run0) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   ASSERT_EQ(::kill(first, SIGTERM), 0);
-  EXPECT_EQ(wait_exit(first), 130) << read_text(tmp.path / "first.log");
+  EXPECT_EQ(test_support::wait_exit(first), 130) << test_support::read_text(tmp.path / "first.log");
 
   // 2. The same command again: the run resumes, the other trains, then table and verdict.
-  ASSERT_EQ(wait_exit(spawn(tmp.path, args, tmp.path / "second.log")), 0) << read_text(tmp.path / "second.log");
-  const std::string worker = read_text(run0 + "/worker.log");
+  ASSERT_EQ(test_support::wait_exit(test_support::spawn_harness(tmp.path, args, tmp.path / "second.log")), 0) << test_support::read_text(tmp.path / "second.log");
+  const std::string worker = test_support::read_text(run0 + "/worker.log");
   EXPECT_NE(worker.find("resuming run"), std::string::npos) << worker;
-  const std::string out = read_text(tmp.path / "second.log");
+  const std::string out = test_support::read_text(tmp.path / "second.log");
   const fs::path dir = fs::path(plan.path).parent_path();
-  EXPECT_EQ(read_text(dir / "verdict.txt").empty(), false);
-  EXPECT_NE(out.find(read_text(dir / "verdict.txt")), std::string::npos) << out;
+  EXPECT_EQ(test_support::read_text(dir / "verdict.txt").empty(), false);
+  EXPECT_NE(out.find(test_support::read_text(dir / "verdict.txt")), std::string::npos) << out;
   EXPECT_TRUE(fs::exists(dir / "table.md"));
   EXPECT_TRUE(fs::exists(dir / "figures" / "loss_vs_tau.csv"));
 
@@ -164,8 +116,8 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
     }
   }
   // 4. Everything done: a third call trains nothing and says the same.
-  ASSERT_EQ(wait_exit(spawn(tmp.path, args, tmp.path / "third.log")), 0);
-  EXPECT_NE(read_text(tmp.path / "third.log").find("2 of 2 runs done (0 this time)"), std::string::npos)
-      << read_text(tmp.path / "third.log");
-  EXPECT_NE(read_text(tmp.path / "third.log").find(read_text(dir / "verdict.txt")), std::string::npos);
+  ASSERT_EQ(test_support::wait_exit(test_support::spawn_harness(tmp.path, args, tmp.path / "third.log")), 0);
+  EXPECT_NE(test_support::read_text(tmp.path / "third.log").find("2 of 2 runs done (0 this time)"), std::string::npos)
+      << test_support::read_text(tmp.path / "third.log");
+  EXPECT_NE(test_support::read_text(tmp.path / "third.log").find(test_support::read_text(dir / "verdict.txt")), std::string::npos);
 }
