@@ -1,6 +1,7 @@
 #include "attention/attention.h"
 
 #include "attention/fused_cpu.h"
+#include "attention/learned_bias.h"
 #include "attention/reference.h"
 
 #ifdef HARNESS_WITH_CUDA_KERNEL
@@ -91,31 +92,20 @@ CausalAttentionImpl::CausalAttentionImpl(MethodOptions options)
         "logn_scale", torch::full({method_.heads}, initial_head_scale(method_), torch::kFloat32));
   alibi_slopes_ = alibi_slope_tensor(method_);
   const auto& spec = transform_spec(method_.transform);
-  const torch::Tensor initial = initial_bias_params(method_);  // (H, kBiasParams) or undefined
-  for (int p = 0; p < spec.learned_bias_params; ++p)
-    bias_param_list.push_back(
-        register_parameter(spec.bias_param_names[p], initial.select(1, p).to(torch::kFloat32).contiguous()));
+  const int64_t H = method_.heads, P = learned_values_per_head(method_);
+  const torch::Tensor initial =  // (H, P)
+      torch::tensor(initial_learned_values(method_), torch::kFloat64).view({H, P});
+  int64_t column = 0;
+  for (const auto& p : spec.learned) {
+    auto value = initial.narrow(1, column, p.per_head).to(torch::kFloat32).contiguous();
+    learned_bias_params.push_back(register_parameter(p.name, p.per_head == 1 ? value.view({H}) : value));
+    column += p.per_head;
+  }
 }
 
-torch::Tensor CausalAttentionImpl::bias_params() const {
-  if (bias_param_list.empty()) return {};
-  auto out = torch::stack(bias_param_list, 1);  // (H, P)
-  if (out.size(1) < kBiasParams)
-    out = torch::cat({out, torch::zeros({out.size(0), kBiasParams - out.size(1)}, out.options())}, 1);
-  return out;
+torch::Tensor CausalAttentionImpl::bias_table(int64_t T) const {
+  return learned_bias_table(method_, learned_bias_params, T);
 }
-
-namespace {
-// mod with its bias_params pointing at `storage`, a float copy of params (H, kBiasParams), when
-// defined: the form the statistics and the materialised path read.
-ScoreMod with_bias_params(ScoreMod mod, const torch::Tensor& params, std::vector<float>& storage) {
-  if (!params.defined()) return mod;
-  const auto c = params.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-  storage.assign(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-  mod.bias_params = storage.data();
-  return mod;
-}
-}  // namespace
 
 RotaryTables CausalAttentionImpl::cached_rotary_tables(int64_t context,
                                                       const torch::TensorOptions& options) const {
@@ -164,9 +154,9 @@ torch::Tensor CausalAttentionImpl::attend_rows(const torch::Tensor& qr, const to
   // logit(i, j) = head_scale[h]·fixed_multiplier(i, t)·scale·q·k + distance_bias(t) − slope[h]·t,
   // t = i − j, from the same score-mod the kernels read (score_mod.h), masked above the diagonal.
   const int64_t n = qr.size(2), Tk = kr.size(2), H = qr.size(1);
-  std::vector<float> params;
-  const ScoreMod mod = with_bias_params(attention::score_mod(method_, context), bias_params(), params);
-  const int64_t Hb = mod.bias_params ? H : 1;  // per-head bias rows for learned bias parameters
+  std::vector<float> storage;
+  const ScoreMod mod = with_bias_table(attention::score_mod(method_, context), bias_table(Tk), storage);
+  const int64_t Hb = mod.bias_table ? H : 1;  // per-head bias rows for a learned bias
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
   auto mult = torch::zeros({n, Tk}, f64), bias = torch::full({Hb, n, Tk}, -INFINITY, f64),
        dist = torch::zeros({n, Tk}, f64);
@@ -255,21 +245,24 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
   else if (!use_reference || probe)
     std::tie(qr, kr) = rotate(q, k);
   if (probe && probe->score_std) sample_score_std(qr, kr, method_.score_scale, *probe);
-  // KERPLE keeps its parameters above a floor, clamped before every forward as its code does.
-  if (!bias_param_list.empty()) {
+  // Learned bias parameters are kept above their floor, clamped before every forward (KERPLE's
+  // code does so for r1, r2).
+  if (!learned_bias_params.empty()) {
     torch::NoGradGuard no_grad;
-    for (auto& p : bias_param_list) p.clamp_min_(transform_spec(method_.transform).bias_param_min);
+    const auto& learned = transform_spec(method_.transform).learned;
+    for (size_t p = 0; p < learned.size(); ++p)
+      if (std::isfinite(learned[p].floor)) learned_bias_params[p].clamp_min_(learned[p].floor);
   }
-  const torch::Tensor params = bias_params();  // (H, kBiasParams) or undefined
+  const torch::Tensor table = bias_table(T);  // (H, T) or undefined
   if (probe && probe->stats) {
     std::vector<float> storage;
-    probe->stats->add(qr, kr, with_bias_params(attention::score_mod(method_, context), params, storage),
+    probe->stats->add(qr, kr, with_bias_table(attention::score_mod(method_, context), table, storage),
                         logn_scale, alibi_slopes_, method_.score_scale);
   }
 
   if (use_reference) {
-    if (!want_lse) return {reference_attention(q, k, v, method_, logn_scale, params), torch::Tensor()};
-    return reference_attention_with_lse(q, k, v, method_, logn_scale, params);
+    if (!want_lse) return {reference_attention(q, k, v, method_, logn_scale, table), torch::Tensor()};
+    return reference_attention_with_lse(q, k, v, method_, logn_scale, table);
   }
   const ScoreMod mod = attention::score_mod(method_, context);
   if (use_cuda) {
@@ -281,7 +274,7 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
     if (alibi_slopes_.defined() && (!alibi_slopes_device_.defined() || alibi_slopes_device_.device() != q.device()))
       alibi_slopes_device_ = alibi_slopes_.to(q.device(), torch::kFloat32);  // once per device
     return {attention::cuda::fused_attention(qr, kr, v, mod, logn_scale, alibi_slopes_device_,
-                                             params.defined() ? params.to(q.device()) : params),
+                                             table.defined() ? table.to(q.device(), torch::kFloat32) : table),
             torch::Tensor()};
 #else
     no_cuda_kernel();
@@ -289,10 +282,10 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
   }
   if (reduced(q)) {  // the CPU kernel is float32 / float64: bfloat16 runs attend in float32
     auto [o, lse] = fused_attention_cpu_with_lse(qr.to(torch::kFloat), kr.to(torch::kFloat),
-                                                 v.to(torch::kFloat), mod, logn_scale, alibi_slopes_, params);
+                                                 v.to(torch::kFloat), mod, logn_scale, alibi_slopes_, table);
     return {o.to(q.scalar_type()), lse};
   }
-  return fused_attention_cpu_with_lse(qr, kr, v, mod, logn_scale, alibi_slopes_, params);
+  return fused_attention_cpu_with_lse(qr, kr, v, mod, logn_scale, alibi_slopes_, table);
 }
 
 torch::Tensor CausalAttentionImpl::forward(const torch::Tensor& q, const torch::Tensor& k,

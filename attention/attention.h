@@ -76,12 +76,13 @@ struct CausalAttentionImpl : torch::nn::Module {
   // (H) learned LogN scale, registered as parameter "logn_scale" (init 1/ln L); undefined for
   // other transforms.
   torch::Tensor logn_scale;
-  // (H) each: learned bias parameters, registered under the registry's names (kerple-log:
-  // "kerple_r1", "kerple_r2", initialised per transforms.cpp, clamped to their floor before every
-  // forward as KERPLE does); empty for other transforms.
-  std::vector<torch::Tensor> bias_param_list;
-  // (H, kBiasParams) view of bias_param_list for the kernels (differentiable); undefined without.
-  torch::Tensor bias_params() const;
+  // A learned distance bias's parameters, (H) or (H, per_head) each, registered under the row's
+  // names (kerple-log: "kerple_r1", "kerple_r2"; t5-bias: "t5_bias"), initialised per
+  // transforms.cpp, clamped to their floor before every forward; empty for other transforms.
+  std::vector<torch::Tensor> learned_bias_params;
+  // (H, T) the table b_h(t) the kernels read (learned_bias.h), differentiable w.r.t.
+  // learned_bias_params; undefined without a learned bias.
+  torch::Tensor bias_table(int64_t T) const;
   // (H) ALiBi slopes (float64, CPU), undefined for other methods. Not a parameter or buffer.
   const torch::Tensor& alibi_slopes() const { return alibi_slopes_; }
 

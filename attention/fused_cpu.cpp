@@ -19,7 +19,6 @@
 // header-only for its OpenMP backend and silently runs serially in a TU built without it.
 #include "attention/fused_cpu.h"
 
-#include "attention/learned_bias.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -532,18 +531,18 @@ struct Tables {
 };
 
 // Built in float64 from score_mod.h, stored in the kernel's dtype. alibi: (H) or undefined;
-// bias_params: (H, kBiasParams) float64 or undefined (the learned part of the bias).
+// bias_table: (H, T' >= T) or undefined (a learned distance bias).
 Tables build_tables(const ScoreMod& mod_in, int64_t T, int64_t H, int64_t pad,
-                    const Tensor& alibi, const Tensor& bias_params, at::ScalarType dtype) {
+                    const Tensor& alibi, const Tensor& bias_table, at::ScalarType dtype) {
   ScoreMod mod = mod_in;
   mod.head_scale = nullptr;   // travels as a tensor
   mod.alibi_slope = nullptr;  // added below from `alibi`
-  mod.bias_params = nullptr;  // added below from `bias_params`
+  mod.bias_table = nullptr;   // added below from `bias_table`
   const int64_t Tt = T + pad;
   const double inf = std::numeric_limits<double>::infinity();
   auto f64 = at::TensorOptions().dtype(at::kDouble);
   Tensor row = at::empty({T}, f64), mult = at::empty({Tt}, f64);
-  const int64_t Hb = alibi.defined() || bias_params.defined() ? H : 1;
+  const int64_t Hb = alibi.defined() || bias_table.defined() ? H : 1;
   Tensor bias = at::empty({Hb, Tt}, f64);
   double* rp = row.data_ptr<double>();
   double* mp = mult.data_ptr<double>();
@@ -553,20 +552,17 @@ Tables build_tables(const ScoreMod& mod_in, int64_t T, int64_t H, int64_t pad,
     Tensor a = alibi.to(at::kDouble).contiguous();
     std::copy(a.data_ptr<double>(), a.data_ptr<double>() + H, slopes.begin());
   }
-  std::vector<double> r(size_t(Hb * kBiasParams), 0.0);
-  if (bias_params.defined()) {
-    Tensor c = bias_params.to(at::kDouble).contiguous();
-    std::copy(c.data_ptr<double>(), c.data_ptr<double>() + H * kBiasParams, r.begin());
-  }
+  Tensor learned;  // (H, T) float64
+  if (bias_table.defined()) learned = bias_table.narrow(1, 0, T).to(at::kDouble).contiguous();
+  const double* lp = learned.defined() ? learned.data_ptr<double>() : nullptr;
   for (int64_t i = 0; i < T; ++i) rp[i] = double(mod.scale) * row_factor<double>(mod, int(i));
   for (int64_t e = 0; e < Tt; ++e) {
     const int64_t t = (T - 1) - e;
     mp[e] = t >= 0 ? distance_factor<double>(mod, int(t)) : 0.0;
     const double b = t >= 0 ? distance_bias<double>(mod, int(t), 0) : -inf;
     for (int64_t h = 0; h < Hb; ++h) {
-      const double learned =
-          t >= 0 && bias_params.defined() ? learned_bias<double>(mod, int(t), r.data() + h * kBiasParams) : 0.0;
-      bp[h * Tt + e] = t >= 0 ? b + learned - slopes[h] * double(t) : -inf;
+      const double l = t >= 0 && lp ? lp[h * T + t] : 0.0;
+      bp[h * Tt + e] = t >= 0 ? b + l - slopes[h] * double(t) : -inf;
     }
   }
   return {row.to(dtype), mult.to(dtype), bias.to(dtype)};
@@ -700,15 +696,17 @@ BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
 }
 
 struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFunction> {
-  // bias_params: (H, kBiasParams), or an empty tensor when the method has none.
+  // bias_table: (H, T' >= T), or an empty tensor when the method has none; only its shape is
+  // read here (its values are in tab.bias).
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const Tensor& q, const Tensor& k,
                                                 const Tensor& v, const Tensor& head,
-                                                const Tensor& bias_params, const Tables& tab,
-                                                const Geometry& g, int64_t distance_mod) {
+                                                const Tensor& bias_table, const Tables& tab,
+                                                const Geometry& g) {
     auto [out, lse] = forward_impl(q, k, v, head, tab, g);
-    ctx->save_for_backward({q, k, v, head, out, lse, bias_params});
-    ctx->saved_data["distance_mod"] = distance_mod;
+    ctx->save_for_backward({q, k, v, head, out, lse});
+    ctx->saved_data["bias_table_columns"] = bias_table.numel() > 0 ? bias_table.size(1) : int64_t(0);
+    ctx->saved_data["bias_table_dtype"] = int64_t(bias_table.scalar_type());
     ctx->saved_data["row"] = tab.row;
     ctx->saved_data["mult"] = tab.mult;
     ctx->saved_data["bias"] = tab.bias;
@@ -725,20 +723,19 @@ struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionF
                      ctx->saved_data["bias"].toTensor()};
     const auto gv = ctx->saved_data["geometry"].toIntVector();
     const Geometry g{gv[0], gv[1], gv[2], gv[3]};
-    const Tensor& bias_params = saved[6];
+    const int64_t columns = ctx->saved_data["bias_table_columns"].toInt();
     Tensor dout = grads[0].defined() ? grads[0].contiguous() : at::zeros_like(out);
     const bool head_grad = ctx->needs_input_grad(3);
-    const bool bias_grad = ctx->needs_input_grad(4) && bias_params.numel() > 0;
+    const bool bias_grad = ctx->needs_input_grad(4) && columns > 0;
     const auto r = backward_impl(q, k, v, head, tab, g, out, lse, dout, grads[1], head_grad, bias_grad);
-    Tensor dbias_params;
+    Tensor dtable;  // (H, columns): d loss/d b_h(t), zero for t >= T
     if (bias_grad) {
-      ScoreMod mod;
-      mod.distance = DistanceMod(ctx->saved_data["distance_mod"].toInt());
-      // The table is indexed by e = (T − 1) − t: its first T entries reversed are by distance.
+      // The kernel's table is indexed by e = (T − 1) − t: its first T entries reversed are by distance.
       const int64_t T = q.size(2);
-      dbias_params = learned_bias_param_grad(mod, bias_params, r.dbias.narrow(1, 0, T).flip(1), T);
+      dtable = at::constant_pad_nd(r.dbias.narrow(1, 0, T).flip(1), {0, columns - T}, 0)
+                   .to(at::ScalarType(ctx->saved_data["bias_table_dtype"].toInt()));
     }
-    return {r.dq, r.dk, r.dv, r.dhead, dbias_params, Tensor(), Tensor(), Tensor()};
+    return {r.dq, r.dk, r.dv, r.dhead, dtable, Tensor(), Tensor()};
   }
 };
 
@@ -752,7 +749,7 @@ std::tuple<Tensor, Tensor> fused_attention_cpu_with_lse(const Tensor& q_in, cons
                                                         const Tensor& v_in, const ScoreMod& mod,
                                                         const Tensor& head_scale,
                                                         const Tensor& alibi_slopes,
-                                                        const Tensor& bias_params_in,
+                                                        const Tensor& bias_table_in,
                                                         const FusedCpuConfig& config) {
   if (q_in.dim() != 4) bad("q must be (B, H, T, D), got " + std::to_string(q_in.dim()) + "-D");
   if (k_in.sizes() != q_in.sizes() || v_in.sizes() != q_in.sizes())
@@ -769,16 +766,12 @@ std::tuple<Tensor, Tensor> fused_attention_cpu_with_lse(const Tensor& q_in, cons
     bad("head_scale must be (H) = (" + std::to_string(H) + ")");
   if (alibi_slopes.defined() && (alibi_slopes.dim() != 1 || alibi_slopes.size(0) != H))
     bad("alibi_slopes must be (H) = (" + std::to_string(H) + ")");
-  if (bias_params_in.defined() &&
-      (bias_params_in.dim() != 2 || bias_params_in.size(0) != H || bias_params_in.size(1) != kBiasParams))
-    bad("bias_params must be (H, " + std::to_string(kBiasParams) + ") = (" + std::to_string(H) + ", " +
-        std::to_string(kBiasParams) + ")");
-  // The learned bias parameters: the tensor (differentiable), else mod's constants, else none.
-  Tensor bias_params = bias_params_in;
-  if (!bias_params.defined() && mod.bias_params)
-    bias_params = at::from_blob(const_cast<float*>(mod.bias_params), {H, kBiasParams}, at::kFloat).clone();
-  if (has_learned_bias(mod) && !bias_params.defined())
-    bad("this score-mod has a learned bias but no bias_params were given");
+  // The learned bias table: the tensor (differentiable), else mod's constants, else none.
+  Tensor bias_table = bias_table_in;
+  if (!bias_table.defined() && mod.bias_table)
+    bias_table = at::from_blob(const_cast<float*>(mod.bias_table), {H, mod.bias_table_len}, at::kFloat).clone();
+  if (bias_table.defined() && (bias_table.dim() != 2 || bias_table.size(0) != H || bias_table.size(1) < T))
+    bad("bias_table must be (H, T' >= T) = (" + std::to_string(H) + ", >= " + std::to_string(T) + ")");
   if (B == 0 || H == 0 || T == 0 || D == 0)
     return {at::zeros_like(q_in), at::zeros({B, H, T}, q_in.options())};
 
@@ -797,30 +790,29 @@ std::tuple<Tensor, Tensor> fused_attention_cpu_with_lse(const Tensor& q_in, cons
   {
     at::NoGradGuard no_grad;
     tab = build_tables(mod, T, H, g.Bq + g.Bk, alibi.defined() ? alibi.detach() : alibi,
-                       bias_params.defined() ? bias_params.detach() : bias_params, dtype);
+                       bias_table.defined() ? bias_table.detach() : bias_table, dtype);
   }
 
   const bool needs_graph =
       at::GradMode::is_enabled() &&
       (q_in.requires_grad() || k_in.requires_grad() || v_in.requires_grad() || head.requires_grad() ||
-       (bias_params.defined() && bias_params.requires_grad()));
+       (bias_table.defined() && bias_table.requires_grad()));
   const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   if (!needs_graph) {
     at::NoGradGuard no_grad;
     auto [out, lse] = forward_impl(q, k, v, head.contiguous(), tab, g);
     return {out, lse};
   }
-  const Tensor params = bias_params.defined() ? bias_params : at::empty({0}, q.options());
-  auto outs = FusedAttentionFunction::apply(q, k, v, head.contiguous(), params, tab, g,
-                                            int64_t(mod.distance));
+  const Tensor table = bias_table.defined() ? bias_table : at::empty({0}, q.options());
+  auto outs = FusedAttentionFunction::apply(q, k, v, head.contiguous(), table, tab, g);
   return {outs[0], outs[1]};
 }
 
 Tensor fused_attention_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod& mod,
                            const Tensor& head_scale, const Tensor& alibi_slopes,
-                           const Tensor& bias_params, const FusedCpuConfig& config) {
+                           const Tensor& bias_table, const FusedCpuConfig& config) {
   return std::get<0>(
-      fused_attention_cpu_with_lse(q, k, v, mod, head_scale, alibi_slopes, bias_params, config));
+      fused_attention_cpu_with_lse(q, k, v, mod, head_scale, alibi_slopes, bias_table, config));
 }
 
 const char* fused_cpu_isa() {

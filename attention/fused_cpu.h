@@ -30,14 +30,14 @@ struct FusedCpuConfig {
 // q, k: (B, H, T, D), ALREADY rotated (method_tensors.h: apply_rotary); v: (B, H, T, D). CPU, float32 or
 // float64 (all three the same dtype). head_scale: (H) learned multiplier (LogN's s_h) or
 // undefined (then mod.head_scale, if set, is read as a constant). alibi_slopes: (H) or undefined
-// (then mod.alibi_slope, if set). bias_params: (H, kBiasParams) learned bias parameters (KERPLE's
-// r1, r2) or undefined (then mod.bias_params, if set); required when mod has a learned bias.
-// Differentiable w.r.t. q, k, v, head_scale and bias_params. Returns (B, H, T, D).
+// (then mod.alibi_slope, if set). bias_table: (H, T' >= T) a learned distance bias b_h(t)
+// (learned_bias.h) or undefined (then mod.bias_table, if set, as a constant).
+// Differentiable w.r.t. q, k, v, head_scale and bias_table. Returns (B, H, T, D).
 torch::Tensor fused_attention_cpu(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const ScoreMod& mod,
                                   const torch::Tensor& head_scale = {},
                                   const torch::Tensor& alibi_slopes = {},
-                                  const torch::Tensor& bias_params = {},
+                                  const torch::Tensor& bias_table = {},
                                   const FusedCpuConfig& config = {});
 
 // As above, also returning the per-query log-normaliser LSE_i = log Σ_{j≤i} exp(logit_ij)
@@ -45,7 +45,7 @@ torch::Tensor fused_attention_cpu(const torch::Tensor& q, const torch::Tensor& k
 std::tuple<torch::Tensor, torch::Tensor> fused_attention_cpu_with_lse(
     const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const ScoreMod& mod,
     const torch::Tensor& head_scale = {}, const torch::Tensor& alibi_slopes = {},
-    const torch::Tensor& bias_params = {}, const FusedCpuConfig& config = {});
+    const torch::Tensor& bias_table = {}, const FusedCpuConfig& config = {});
 
 // The instruction set the kernels dispatch to: "avx512", "avx2" or "generic" (best the CPU
 // supports unless overridden).

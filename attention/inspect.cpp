@@ -73,12 +73,19 @@ std::string inspect_method(const MethodOptions& options, const std::vector<int64
   }
   if (m.learned_bias()) {
     const auto& spec = transform_spec(m.transform);
-    const torch::Tensor init = initial_bias_params(m);  // (H, kBiasParams)
-    for (int p = 0; p < spec.learned_bias_params; ++p) {
-      os << "initial " << spec.bias_param_names[p] << " (head 1.." << m.heads << ", learned, floor "
-         << num(spec.bias_param_min) << "):";
-      for (int64_t h = 0; h < m.heads; ++h) os << " " << num(init[h][p].item<double>());
+    const std::vector<double> init = initial_learned_values(m);  // (H, P)
+    const int64_t P = learned_values_per_head(m);
+    int64_t column = 0;
+    for (const auto& p : spec.learned) {
+      os << "initial " << p.name << " (head 1.." << m.heads
+         << (p.per_head > 1 ? ", " + std::to_string(p.per_head) + " values each" : std::string()) << ", learned"
+         << (std::isfinite(p.floor) ? ", floor " + num(p.floor) : std::string()) << "):";
+      for (int64_t h = 0; h < m.heads; ++h) {
+        if (p.per_head > 1) os << (h ? " |" : "");
+        for (int64_t k = 0; k < p.per_head; ++k) os << " " << num(init[size_t(h * P + column + k)]);
+      }
       os << "\n";
+      column += p.per_head;
     }
   }
   const std::vector<double> freq = rotary_frequencies(m, T);

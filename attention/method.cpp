@@ -17,7 +17,8 @@ struct Preset {
   Transform transform;
 };
 
-// The baselines of the paper's Table 1 / Appendix I, its own method (si+…), and KERPLE-log.
+// The baselines of the paper's Table 1 / Appendix I, its own method (si+…), and the learned
+// distance biases KERPLE-log and T5's buckets.
 const Preset kPresets[] = {
     {"rope", Positional::kRoPE, Transform::kNone},
     {"p-rope", Positional::kPRoPE, Transform::kNone},
@@ -33,6 +34,7 @@ const Preset kPresets[] = {
     {"si+nope", Positional::kNoPE, Transform::kScaleInvariant},
     {"kerple", Positional::kNoPE, Transform::kKerpleLog},
     {"kerple+p-rope", Positional::kPRoPE, Transform::kKerpleLog},
+    {"t5", Positional::kNoPE, Transform::kT5},
 };
 
 const std::pair<const char*, Positional> kPositionals[] = {
@@ -285,20 +287,48 @@ double distance_multiplier(const Method& m, int64_t t) {
 }
 
 double distance_bias(const Method& m, int64_t t, int64_t head) {
-  double b = transform_spec(m.transform).distance_bias(m, t, head);
+  const auto& spec = transform_spec(m.transform);
+  double b = spec.distance_bias(m, t, head);
+  if (spec.learned_bias) {
+    const std::vector<double> p = initial_learned_values(m);
+    const int64_t P = learned_values_per_head(m);
+    b += spec.learned_bias(m, p.data() + head * P, t);
+  }
   if (m.alibi()) b -= alibi_slopes(m.heads).at(size_t(head)) * double(t);
   return b;
 }
 
-std::vector<double> initial_bias_param_values(const Method& m) {
+int64_t learned_values_per_head(const Method& m) {
+  int64_t P = 0;
+  for (const auto& p : transform_spec(m.transform).learned) P += p.per_head;
+  return P;
+}
+
+std::vector<double> initial_learned_values(const Method& m) {
   const auto& spec = transform_spec(m.transform);
-  if (spec.learned_bias_params == 0) return {};
-  std::vector<double> out(size_t(m.heads) * kBiasParams, 0.0);
+  const int64_t P = learned_values_per_head(m);
+  std::vector<double> out;
+  out.reserve(size_t(m.heads * P));
   for (int64_t h = 0; h < m.heads; ++h)
-    for (int p = 0; p < spec.learned_bias_params; ++p)
-      out[size_t(h) * kBiasParams + size_t(p)] = spec.initial_bias_param(m, h, p);
+    for (const auto& p : spec.learned)
+      for (int64_t k = 0; k < p.per_head; ++k) out.push_back(p.initial(m, h, k));
   return out;
 }
+
+std::vector<double> learned_bias_table_values(const Method& m, const std::vector<double>& values, int64_t T) {
+  const auto& spec = transform_spec(m.transform);
+  const int64_t P = learned_values_per_head(m);
+  if (!spec.learned_bias) return {};
+  if (int64_t(values.size()) != m.heads * P)
+    throw std::invalid_argument("learned_bias_table_values: expected " + std::to_string(m.heads * P) +
+                                " learned values (H × " + std::to_string(P) + "), got " +
+                                std::to_string(values.size()));
+  std::vector<double> table(size_t(m.heads * T));
+  for (int64_t h = 0; h < m.heads; ++h)
+    for (int64_t t = 0; t < T; ++t) table[size_t(h * T + t)] = spec.learned_bias(m, values.data() + h * P, t);
+  return table;
+}
+
 double initial_head_scale(const Method& m) {
   const auto& spec = transform_spec(m.transform);
   return spec.initial_head_scale ? spec.initial_head_scale(m) : 1.0;

@@ -31,9 +31,9 @@ enum class PRoPEVariant { kRespread, kTruncate };
 // CPU kernel (the CUDA kernel for CUDA tensors), or the CUDA kernel.
 enum class Kernel { kReference, kFused, kCuda };
 
-std::vector<std::string> preset_names();      // the 14 presets (also in attention.h)
+std::vector<std::string> preset_names();      // every row of kPresets (method.cpp)
 std::vector<std::string> positional_names();  // nope, rope, p-rope, ntk, yarn, alibi
-std::vector<std::string> transform_names();   // none, logn, scale-invariant, infoscale, kerple-log
+std::vector<std::string> transform_names();   // every row of transforms() (transforms.cpp)
 std::vector<std::string> kernel_names();      // reference, fused, cuda
 std::string to_string(Positional p);
 std::string to_string(Transform t);
@@ -61,8 +61,8 @@ struct Method {
   bool rotary() const;             // rope, p-rope, ntk, yarn
   bool learned_head_scale() const { return transform_spec(transform).learned_head_scale; }
   bool alibi() const { return positional == Positional::kALiBi; }
-  // Learned per-head bias parameters (KERPLE's r1, r2): score_mod.h's bias_params.
-  bool learned_bias() const { return transform_spec(transform).learned_bias_params > 0; }
+  // A learned distance bias (KERPLE-log, T5): kernels read it as score_mod.h's bias_table.
+  bool learned_bias() const { return transform_spec(transform).learned_bias != nullptr; }
 };
 
 // Throws std::invalid_argument (listing valid names / the violated constraint) on bad options.
@@ -94,11 +94,20 @@ ScoreMod score_mod(const Method& method, int64_t T);
 // Per-query factor with n visible keys, without the learned scale s_h: ln n (logn),
 // max(1, sqrt((1 − n^(−2/D)) / (1 − L^(−2/D)))) (infoscale), else 1.
 double row_multiplier(const Method& method, int64_t n_visible);
-// Per-distance multiplier and bias (ALiBi's −m_h·t included in the bias for head h, 0-based).
+// Per-distance multiplier and bias (ALiBi's −m_h·t and a learned bias at its initial values
+// included in the bias for head h, 0-based).
 double distance_multiplier(const Method& method, int64_t t);
 double distance_bias(const Method& method, int64_t t, int64_t head);
-// Initial learned bias parameters, (H, kBiasParams) row-major; empty without them.
-std::vector<double> initial_bias_param_values(const Method& method);
+
+// ---- a learned distance bias (transforms.h: TransformSpec::learned) ---------------------------
+
+// P: the learned values per head, over all of the transform's learned parameters (0 without).
+int64_t learned_values_per_head(const Method& method);
+// Their initial values, (H, P) row-major, each head's in the row's `learned` order.
+std::vector<double> initial_learned_values(const Method& method);
+// The table b_h(t), (H, T) row-major, from learned values (H, P); empty without a learned bias.
+std::vector<double> learned_bias_table_values(const Method& method, const std::vector<double>& values,
+                                              int64_t T);
 // Initial value of the learned per-head scale s_h (LogN: 1 / ln L); 1 without one.
 double initial_head_scale(const Method& method);
 

@@ -25,10 +25,4 @@ torch::Tensor alibi_slope_tensor(const Method& m) {
   return torch::tensor(alibi_slopes(m.heads), torch::TensorOptions().dtype(torch::kFloat64));
 }
 
-torch::Tensor initial_bias_params(const Method& m) {
-  const std::vector<double> values = initial_bias_param_values(m);
-  if (values.empty()) return {};
-  return torch::tensor(values, torch::TensorOptions().dtype(torch::kFloat64)).view({m.heads, kBiasParams});
-}
-
 }  // namespace attention

@@ -1,5 +1,5 @@
 // The tensors a method gives a module or kernel: rotary cos/sin tables and the rotation itself,
-// ALiBi slopes, and the initial learned bias parameters. Apart from method.h, which stays
+// and ALiBi slopes (a learned distance bias's table: learned_bias.h). Apart from method.h, which stays
 // torch-free so that torch-free code (the CUDA kernels' own test) resolves methods from the same
 // registry rows as a run.
 #pragma once
@@ -28,7 +28,5 @@ torch::Tensor apply_rotary_fused(const torch::Tensor& x, const RotaryTables& tab
 
 // ALiBi slopes as a (H) float64 tensor (kernels cast), undefined for other methods.
 torch::Tensor alibi_slope_tensor(const Method& method);
-// Initial learned bias parameters, (H, kBiasParams) float64; undefined without them.
-torch::Tensor initial_bias_params(const Method& method);
 
 }  // namespace attention

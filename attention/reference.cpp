@@ -23,8 +23,9 @@ void check_inputs(const torch::Tensor& q, const torch::Tensor& k, const Method& 
 struct ClosedForms {
   torch::Tensor mult;   // (T, T) or (T, 1): scale · row factor · distance factor
   torch::Tensor bias;   // (T, T) distance bias, or undefined (= 0)
-  torch::Tensor t;      // (T, T) distance i − j (0 above the diagonal), for ALiBi and KERPLE
-  bool kerple = false;  // bias −r1_h·ln(1 + r2_h·t) from the learned (r1, r2)
+  torch::Tensor t;      // (T, T) distance i − j (0 above the diagonal), for ALiBi
+  torch::Tensor t_index;  // (T·T) the same as int64, for a learned bias table; undefined without
+
   torch::Tensor above;  // (T, T) bool, j > i
   torch::Tensor slopes; // (H) ALiBi slopes, or undefined
 };
@@ -55,8 +56,8 @@ ClosedForms closed_forms(const Method& m, int64_t T, const torch::TensorOptions&
     default:
       break;
   }
-  c.kerple = m.transform == Transform::kKerpleLog;
-  if (m.alibi() || c.kerple) c.t = t;
+  if (m.alibi()) c.t = t;
+  if (m.learned_bias()) c.t_index = t.to(torch::kLong).flatten();
   if (m.alibi()) {
     c.slopes = torch::tensor(alibi_slopes(m.heads), f64);
   }
@@ -65,36 +66,36 @@ ClosedForms closed_forms(const Method& m, int64_t T, const torch::TensorOptions&
 }
 
 // Masked logits (B', H', T, T) for heads [h0, h0 + H') from the raw dot products s (B', H', T, T).
-// head_scale: (H') or undefined; bias_params: (H', 2) for KERPLE. in_place: overwrite s
-// (inference only).
+// head_scale: (H') or undefined; bias_table: (H', T' >= T) for a learned bias. in_place: overwrite
+// s (inference only).
 torch::Tensor logits_from_dots(torch::Tensor s, const ClosedForms& c, const torch::Tensor& head_scale,
-                               const torch::Tensor& bias_params, int64_t h0, bool in_place) {
+                               const torch::Tensor& bias_table, int64_t h0, bool in_place) {
   const int64_t Hs = s.size(1);
   const double inf = std::numeric_limits<double>::infinity();
   const torch::Tensor slopes =
       c.slopes.defined() ? c.slopes.narrow(0, h0, Hs).view({Hs, 1, 1}) : torch::Tensor();
   const torch::Tensor hs =
       head_scale.defined() ? head_scale.to(torch::kFloat64).view({Hs, 1, 1}) : torch::Tensor();
-  torch::Tensor kerple;  // (H', T, T)
-  if (c.kerple) {
-    if (!bias_params.defined() || bias_params.size(0) != Hs || bias_params.size(1) != 2)
-      throw std::invalid_argument("attention reference: kerple-log needs bias_params (H, 2)");
-    const auto r = bias_params.to(torch::kFloat64);
-    kerple = -r.select(1, 0).view({Hs, 1, 1}) * (r.select(1, 1).view({Hs, 1, 1}) * c.t).log1p();
+  const int64_t T = s.size(2);
+  torch::Tensor learned;  // (H', T, T): bias_table[h][i − j]
+  if (c.t_index.defined()) {
+    if (!bias_table.defined() || bias_table.dim() != 2 || bias_table.size(0) != Hs || bias_table.size(1) < T)
+      throw std::invalid_argument("attention reference: this method learns a distance bias and needs bias_table (H, >= T)");
+    learned = bias_table.to(torch::kFloat64).index_select(1, c.t_index).view({Hs, T, T});
   }
   if (in_place) {
     s.mul_(c.mult);
     if (hs.defined()) s.mul_(hs);
     if (c.bias.defined()) s.add_(c.bias);
     if (slopes.defined()) s.sub_(slopes * c.t);
-    if (kerple.defined()) s.add_(kerple);
+    if (learned.defined()) s.add_(learned);
     return s.masked_fill_(c.above, -inf);
   }
   auto logits = s * c.mult;
   if (hs.defined()) logits = logits * hs;
   if (c.bias.defined()) logits = logits + c.bias;
   if (slopes.defined()) logits = logits - slopes * c.t;
-  if (kerple.defined()) logits = logits + kerple;
+  if (learned.defined()) logits = logits + learned;
   return logits.masked_fill(c.above, -inf);
 }
 
@@ -107,29 +108,29 @@ std::pair<torch::Tensor, torch::Tensor> rotated_f64(const torch::Tensor& q, cons
 }  // namespace
 
 torch::Tensor reference_logits(const torch::Tensor& q, const torch::Tensor& k, const Method& m,
-                               const torch::Tensor& head_scale, const torch::Tensor& bias_params) {
+                               const torch::Tensor& head_scale, const torch::Tensor& bias_table) {
   check_inputs(q, k, m);
   const auto [qd, kd] = rotated_f64(q, k, m);  // (B, H, T, D)
   const auto c = closed_forms(m, q.size(2), qd.options());
-  return logits_from_dots(torch::matmul(qd, kd.transpose(-2, -1)), c, head_scale, bias_params, 0, false);
+  return logits_from_dots(torch::matmul(qd, kd.transpose(-2, -1)), c, head_scale, bias_table, 0, false);
 }
 
 std::tuple<torch::Tensor, torch::Tensor> reference_attention_with_lse(
     const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const Method& m,
-    const torch::Tensor& head_scale, const torch::Tensor& bias_params) {
+    const torch::Tensor& head_scale, const torch::Tensor& bias_table) {
   if (v.sizes() != q.sizes())
     throw std::invalid_argument("attention reference: v must be (B, H, T, D) like q");
   check_inputs(q, k, m);
   const bool needs_graph = torch::GradMode::is_enabled() &&
                            (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
                             (head_scale.defined() && head_scale.requires_grad()) ||
-                            (bias_params.defined() && bias_params.requires_grad()));
+                            (bias_table.defined() && bias_table.requires_grad()));
   const auto [qd, kd] = rotated_f64(q, k, m);  // (B, H, T, D)
   const auto vd = v.to(torch::kFloat64);
   if (needs_graph) {
     const auto c = closed_forms(m, q.size(2), qd.options());
     const auto logits =
-        logits_from_dots(torch::matmul(qd, kd.transpose(-2, -1)), c, head_scale, bias_params, 0, false);
+        logits_from_dots(torch::matmul(qd, kd.transpose(-2, -1)), c, head_scale, bias_table, 0, false);
     const auto lse = logits.logsumexp(-1);              // (B, H, T)
     const auto p = (logits - lse.unsqueeze(-1)).exp();  // (B, H, T, T)
     const auto out = torch::matmul(p, vd);              // (B, H, T, D)
@@ -146,8 +147,8 @@ std::tuple<torch::Tensor, torch::Tensor> reference_attention_with_lse(
     for (int64_t h = 0; h < H; ++h) {
       const auto qh = qd.narrow(0, b, 1).narrow(1, h, 1), kh = kd.narrow(0, b, 1).narrow(1, h, 1);
       const auto hs = head_scale.defined() ? head_scale.narrow(0, h, 1) : torch::Tensor();
-      const auto bp = bias_params.defined() ? bias_params.narrow(0, h, 1) : torch::Tensor();
-      auto p = logits_from_dots(torch::matmul(qh, kh.transpose(-2, -1)), c, hs, bp, h, true)[0][0];
+      const auto bt = bias_table.defined() ? bias_table.narrow(0, h, 1) : torch::Tensor();
+      auto p = logits_from_dots(torch::matmul(qh, kh.transpose(-2, -1)), c, hs, bt, h, true)[0][0];
       const auto l = p.logsumexp(-1);  // (T)
       p.sub_(l.unsqueeze(-1)).exp_();  // P, in place
       out[b][h].copy_(torch::matmul(p, vd[b][h]));
@@ -158,8 +159,8 @@ std::tuple<torch::Tensor, torch::Tensor> reference_attention_with_lse(
 
 torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const Method& m,
-                                  const torch::Tensor& head_scale, const torch::Tensor& bias_params) {
-  return std::get<0>(reference_attention_with_lse(q, k, v, m, head_scale, bias_params));
+                                  const torch::Tensor& head_scale, const torch::Tensor& bias_table) {
+  return std::get<0>(reference_attention_with_lse(q, k, v, m, head_scale, bias_table));
 }
 
 }  // namespace attention

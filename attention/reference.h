@@ -1,6 +1,6 @@
 // The oracle: materialises the (B, H, T, T) logits with plain LibTorch ops in float64, straight
 // from the method's closed forms (method.h), then a masked softmax. Differentiable by autograd
-// (q, k, v, the learned head scale and the learned bias parameters). Memory O(B·H·T²): for tests and small T only.
+// (q, k, v, the learned head scale and a learned bias table). Memory O(B·H·T²): for tests and small T only.
 #pragma once
 
 #include "attention/method_tensors.h"
@@ -13,21 +13,22 @@ namespace attention {
 
 // q, k, v: (B, H, T, D), NOT rotated (the reference applies the method's rotation itself).
 // head_scale: (H) learned per-head multiplier (LogN's s_h) or undefined (= 1).
-// bias_params: (H, 2) KERPLE-log's learned (r1, r2) per head; required by kerple-log, else unused.
+// bias_table: (H, T' >= T) a learned distance bias b_h(t) (learned_bias.h; its closed forms are
+// tested on their own), added at t = i − j; required when the method learns one, else unused.
 // Returns the masked logits (B, H, T, T) in float64, −inf above the diagonal.
 torch::Tensor reference_logits(const torch::Tensor& q, const torch::Tensor& k, const Method& method,
                                const torch::Tensor& head_scale = {},
-                               const torch::Tensor& bias_params = {});
+                               const torch::Tensor& bias_table = {});
 
 // Output (B, H, T, D) in q's dtype (computed in float64).
 torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const Method& method,
                                   const torch::Tensor& head_scale = {},
-                               const torch::Tensor& bias_params = {});
+                                  const torch::Tensor& bias_table = {});
 
 // Output (B, H, T, D) and log-normaliser LSE_i = log Σ_j exp(logit_ij) (B, H, T), in q's dtype.
 std::tuple<torch::Tensor, torch::Tensor> reference_attention_with_lse(
     const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const Method& method,
-    const torch::Tensor& head_scale = {}, const torch::Tensor& bias_params = {});
+    const torch::Tensor& head_scale = {}, const torch::Tensor& bias_table = {});
 
 }  // namespace attention

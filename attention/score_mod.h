@@ -7,11 +7,12 @@
 //     s          = scale · q_i·k_j
 //     logit(i,j) = multiplier(i, t, h) · s + bias(t, h)
 //     multiplier = head_scale[h] · row_factor(i) · distance_factor(t)
-//     bias       = distance_bias(t, h) − alibi_slope[h] · t
+//     bias       = distance_bias(t) + bias_table[h][t] − alibi_slope[h] · t
 //
-// distance_bias may read learned per-head parameters (bias_params, (H, kBiasParams)): KERPLE's
-// r1, r2. Their gradient is Σ_{i,j} d loss/d logit(i,j) · ∂bias/∂r, which every kernel forms the
-// same way: the sum of d loss/d logit over the pairs at each distance, times distance_bias_grad.
+// bias_table is a learned distance bias (KERPLE-log, T5's buckets) as data: an (H, T) table that
+// autograd builds from the transform's learned parameters (attention/learned_bias.h) before the
+// kernel runs. A kernel only reads it, and returns its gradient: d loss/d bias_table[h][t] = the
+// sum of d loss/d logit over the pairs at distance t. No learned transform appears here.
 //
 // Rotary encodings (rope, p-rope, ntk, yarn) act on q and k before the kernel; what they leave
 // for the kernel (YaRN's temperature) is folded into `scale`.
@@ -38,11 +39,7 @@ enum class RowFactor : int {
 enum class DistanceMod : int {
   kNone = 0,
   kScaleInvariant = 1,  // a_t = sqrt(1 + 2·ln(1 + t/τ)),  m_t = −2·ln(1 + t/τ)  (arXiv 2505.17083)
-  kKerpleLog = 2,       // bias −r1_h·ln(1 + r2_h·t), r1, r2 > 0 learned per head (KERPLE, arXiv 2205.09921)
 };
-
-// Learned per-head parameters a distance bias may read (the rows of bias_params).
-constexpr int kBiasParams = 2;
 
 struct ScoreMod {
   float scale = 1.0f;                      // s = scale · q·k (1/sqrt(d) · YaRN temperature, ...)
@@ -53,7 +50,8 @@ struct ScoreMod {
   float inv_tau = 0.1f;                    // scale-invariant: 1/τ
   const float* head_scale = nullptr;       // (H) learned per-head multiplier (LogN's s_h), or null
   const float* alibi_slope = nullptr;      // (H) ALiBi slopes m_h, or null
-  const float* bias_params = nullptr;      // (H, kBiasParams) learned bias parameters (KERPLE: r1, r2)
+  const float* bias_table = nullptr;       // (H, bias_table_len) learned distance bias, or null
+  int bias_table_len = 0;                  // entries per head: every distance t < T the kernel sees
 };
 
 namespace detail {
@@ -95,28 +93,7 @@ ATTN_HD T distance_factor(const ScoreMod& m, int t) {
                                                     : T(1);
 }
 
-// Whether the distance bias reads learned per-head parameters (a kernel must be given them).
-ATTN_HD bool has_learned_bias(const ScoreMod& m) { return m.distance == DistanceMod::kKerpleLog; }
-
-// The part of the bias that learned per-head parameters r = (r1, r2) give (KERPLE-log:
-// −r1·ln(1 + r2·t); 0 for other methods), and its gradient d[p] = ∂/∂r_p. The parameters come as
-// values so that a kernel may hold them in any precision (the CPU kernel's tables use float64).
-template <class T>
-ATTN_HD T learned_bias(const ScoreMod& m, int t, const T* r) {
-  return has_learned_bias(m) ? -r[0] * detail::log1p_(r[1] * static_cast<T>(t)) : T(0);
-}
-
-template <class T>
-ATTN_HD void learned_bias_grad(const ScoreMod& m, int t, const T* r, T* d) {
-  for (int p = 0; p < kBiasParams; ++p) d[p] = T(0);
-  if (has_learned_bias(m)) {
-    const T tt = static_cast<T>(t);
-    d[0] = -detail::log1p_(r[1] * tt);       // ∂/∂r1
-    d[1] = -r[0] * tt / (T(1) + r[1] * tt);  // ∂/∂r2
-  }
-}
-
-// The bias without its learned part (scale-invariant's m_t).
+// The bias without the learned table (scale-invariant's m_t).
 template <class T>
 ATTN_HD T fixed_bias(const ScoreMod& m, int t) {
   return m.distance == DistanceMod::kScaleInvariant ? T(-2) * si_log<T>(m, t) : T(0);
@@ -125,11 +102,7 @@ ATTN_HD T fixed_bias(const ScoreMod& m, int t) {
 template <class T>
 ATTN_HD T distance_bias(const ScoreMod& m, int t, int h) {
   T b = fixed_bias<T>(m, t);
-  if (m.bias_params) {
-    T r[kBiasParams];
-    for (int p = 0; p < kBiasParams; ++p) r[p] = static_cast<T>(m.bias_params[h * kBiasParams + p]);
-    b += learned_bias<T>(m, t, r);
-  }
+  if (m.bias_table) b += static_cast<T>(m.bias_table[h * m.bias_table_len + t]);
   if (m.alibi_slope) b -= static_cast<T>(m.alibi_slope[h]) * static_cast<T>(t);
   return b;
 }

@@ -96,24 +96,44 @@ TransformSpec infoscale() {
 TransformSpec kerple_log() {
   TransformSpec s = row(Transform::kKerpleLog, "kerple-log",
                         "kerple-log (s − r1_h·ln(1 + r2_h·t), learned r1_h, r2_h >= 0.01)");
-  s.fill = [](const Method&, ScoreMod& mod) { mod.distance = DistanceMod::kKerpleLog; };
-  s.distance_bias = [](const Method& m, int64_t t, int64_t h) {
-    return -kerple_initial(m, h, 0) * std::log1p(kerple_initial(m, h, 1) * double(t));
+  s.learned = {{"kerple_r1", 1, 0.01, [](const Method& m, int64_t h, int64_t) { return kerple_initial(m, h, 0); }},
+               {"kerple_r2", 1, 0.01, [](const Method& m, int64_t h, int64_t) { return kerple_initial(m, h, 1); }}};
+  s.learned_bias = [](const Method&, const double* r, int64_t t) { return -r[0] * std::log1p(r[1] * double(t)); };
+  s.learned_bias_grad = [](const Method&, const double* r, int64_t t, double g, double* d) {
+    d[0] += g * -std::log1p(r[1] * double(t));              // ∂/∂r1
+    d[1] += g * -r[0] * double(t) / (1.0 + r[1] * double(t));  // ∂/∂r2
   };
-  s.learned_bias_params = 2;
-  s.bias_param_names[0] = "kerple_r1";
-  s.bias_param_names[1] = "kerple_r2";
-  s.initial_bias_param = kerple_initial;
-  s.bias_param_min = 0.01;
   return s;
 }
 
+// T5's relative attention bias (Raffel et al. 2020, arXiv 1910.10683), causal: a learned scalar
+// per head and bucket of the distance; 16 exact buckets for t < 16, then 16 logarithmic ones up to
+// t = 128, beyond which every distance shares the last (T5's defaults: 32 buckets, max distance
+// 128; HF transformers' _relative_position_bucket with bidirectional=False). Initialised to 0
+// (T5 draws them at random): a T5 model starts as NoPE, and every run starts from the same point.
+constexpr int64_t kT5Buckets = 32, kT5MaxDistance = 128;
+
+int64_t t5_bucket(int64_t t) {
+  const int64_t exact = kT5Buckets / 2;
+  if (t < exact) return t;
+  const auto log_bucket = int64_t(std::log(double(t) / double(exact)) /
+                                  std::log(double(kT5MaxDistance) / double(exact)) * double(kT5Buckets - exact));
+  return std::min(exact + log_bucket, kT5Buckets - 1);
+}
+
+TransformSpec t5() {
+  TransformSpec s = row(Transform::kT5, "t5-bias", "t5-bias (s + b_h(bucket(t)), 32 learned buckets per head)");
+  s.learned = {{"t5_bias", kT5Buckets, -INFINITY, [](const Method&, int64_t, int64_t) { return 0.0; }}};
+  s.learned_bias = [](const Method&, const double* b, int64_t t) { return b[t5_bucket(t)]; };
+  s.learned_bias_grad = [](const Method&, const double*, int64_t t, double g, double* d) { d[t5_bucket(t)] += g; };
+  return s;
+}
 
 }  // namespace
 
 const std::vector<TransformSpec>& transforms() {
   // Built on first use, whatever the order of static initialisation between files.
-  static const std::vector<TransformSpec> rows = {none(), logn(), scale_invariant(), infoscale(), kerple_log()};
+  static const std::vector<TransformSpec> rows = {none(), logn(), scale_invariant(), infoscale(), kerple_log(), t5()};
   return rows;
 }
 

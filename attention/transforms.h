@@ -15,7 +15,17 @@ namespace attention {
 
 struct Method;
 
-enum class Transform { kNone, kLogN, kScaleInvariant, kInfoScale, kKerpleLog };
+enum class Transform { kNone, kLogN, kScaleInvariant, kInfoScale, kKerpleLog, kT5 };
+
+// One learned parameter of a distance bias, registered on the attention module as (H) when
+// per_head is 1, else (H, per_head).
+struct LearnedParameter {
+  const char* name;   // the module's parameter name (kerple_r1)
+  int64_t per_head;   // values per head
+  double floor;       // clamped to at least this before every forward (-inf: never)
+  // Initial value k (0 <= k < per_head) of head h.
+  double (*initial)(const Method& m, int64_t head, int64_t k);
+};
 
 struct TransformSpec {
   Transform id;
@@ -31,16 +41,17 @@ struct TransformSpec {
   // s_h), and the multiplier and bias at distance t.
   double (*row)(const Method& m, int64_t n);
   double (*distance_multiplier)(const Method& m, int64_t t);
-  // The bias of head h at distance t (learned bias parameters at their initial values).
+  // The fixed bias at distance t (scale-invariant's m_t; a learned bias is below).
   double (*distance_bias)(const Method& m, int64_t t, int64_t head);
   // The initial value of s_h (learned_head_scale only).
   double (*initial_head_scale)(const Method& m);
-  // Learned per-head bias parameters (score_mod.h's bias_params, (H, kBiasParams)): how many, the
-  // module's parameter names, their initial values, and the floor each step clamps them to.
-  int learned_bias_params = 0;
-  const char* bias_param_names[kBiasParams] = {};
-  double (*initial_bias_param)(const Method& m, int64_t head, int p) = nullptr;
-  double bias_param_min = 0.0;
+  // A learned distance bias b_h(t) (score_mod.h's bias_table): its parameters, and in float64 its
+  // value at distance t from head h's values p (the parameters' per-head values concatenated in
+  // `learned` order) and its gradient, dp[k] += g·∂b/∂p[k]. learned_bias.h builds the (H, T)
+  // table and chains its gradient through these two; the kernels never see the parameters.
+  std::vector<LearnedParameter> learned;
+  double (*learned_bias)(const Method& m, const double* p, int64_t t) = nullptr;
+  void (*learned_bias_grad)(const Method& m, const double* p, int64_t t, double g, double* dp) = nullptr;
 };
 
 const std::vector<TransformSpec>& transforms();

@@ -89,7 +89,8 @@ CXX_FLAGS=(-std=c++17 -O2 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$TORCH_ABI" -I"$ROOT"
 # binding + gpu_check, and the float64 reference gpu_check compares against with the method
 # layer it reads.
 torch_sources=(attention/cuda/binding.cpp attention/cuda/gpu_check.cpp attention/method_tensors.cpp
-               attention/method.cpp attention/transforms.cpp attention/parameters.cpp attention/reference.cpp)
+               attention/method.cpp attention/transforms.cpp attention/parameters.cpp attention/reference.cpp
+               attention/learned_bias.cpp)
 torch_pids=()
 for src in "${torch_sources[@]}"; do
   "$CXX" "${CXX_FLAGS[@]}" -c "$src" -o "$BUILD/$(basename "${src%.cpp}").o" &

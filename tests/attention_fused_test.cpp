@@ -1,10 +1,12 @@
 // The fused CPU kernel against the reference (float32, forward, LSE and every gradient), finite-
-// difference gradient checks of its backward in float64 (q, k, v, the learned LogN scale, LSE),
-// every ISA path this CPU runs, and the module around it.
+// difference gradient checks of its backward in float64 (q, k, v, the learned LogN scale, a
+// learned bias table, LSE), every ISA path this CPU runs, and the module around it (the learned
+// parameters of every registry row, through their table, by finite differences).
 #include <gtest/gtest.h>
 
 #include "attention/attention.h"
 #include "attention/fused_cpu.h"
+#include "attention/learned_bias.h"
 #include "attention/method.h"
 #include "attention/reference.h"
 
@@ -41,12 +43,26 @@ Tensor some_head_scale(int64_t H, torch::Dtype dtype) {
   return (0.3 + 0.2 * torch::arange(H, torch::kFloat64)).to(dtype);
 }
 
-// Learned bias parameters (KERPLE's r1, r2) moved away from their init, per head; undefined for
-// methods without them.
-Tensor some_bias_params(const attention::Method& m, torch::Dtype dtype) {
-  const Tensor init = attention::initial_bias_params(m);  // (H, 2)
-  if (!init.defined()) return {};
-  return (init * 0.8 + 0.05 * torch::arange(m.heads, torch::kFloat64).unsqueeze(1) + 0.1).to(dtype);
+// A learned bias table (H, T) for the kernels: the row's table at its initial values plus a
+// fixed ripple, so that every entry differs (T5's buckets start at 0); undefined for methods
+// without a learned bias.
+Tensor some_bias_table(const attention::Method& m, int64_t T, torch::Dtype dtype) {
+  if (!m.learned_bias()) return {};
+  const auto values = attention::learned_bias_table_values(m, attention::initial_learned_values(m), T);
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  const Tensor ripple = 0.3 * torch::arange(m.heads * T, f64).view({m.heads, T}).mul(0.7).sin();
+  return (torch::tensor(values, f64).view({m.heads, T}) + ripple).to(dtype);
+}
+
+// A module's learned bias parameters moved away from their init (every value different), the
+// same in each module given.
+void move_learned_bias(const std::vector<attention::CausalAttention*>& modules) {
+  torch::NoGradGuard g;
+  for (auto* m : modules)
+    for (auto& p : (*m)->learned_bias_params) {
+      const auto ramp = torch::arange(p.numel(), torch::kFloat64).view(p.sizes());
+      p.copy_(p.to(torch::kFloat64) * 0.8 + 0.05 * ramp + 0.1);
+    }
 }
 
 struct Result {
@@ -54,7 +70,7 @@ struct Result {
 };
 
 // Loss = Σ out·wo + Σ lse·wl (random weights, so every output element matters).
-// Arguments: q, k, v, head scale, bias parameters.
+// Arguments: q, k, v, head scale, bias table.
 using Kernel = std::function<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, const Tensor&,
                                                         const Tensor&, const Tensor&)>;
 
@@ -96,7 +112,7 @@ void compare_to_reference(const std::string& preset, int64_t B, int64_t H, int64
              v = torch::randn({B, H, T, D}, dtype);
   const auto wo = torch::randn({B, H, T, D}, dtype), wl = torch::randn({B, H, T}, dtype);
   const Tensor head = method.learned_head_scale() ? some_head_scale(H, dtype) : Tensor();
-  const Tensor bias = some_bias_params(method, dtype);
+  const Tensor bias = some_bias_table(method, T, dtype);
   const auto mod = attention::score_mod(method, T);
   const auto slopes = attention::alibi_slope_tensor(method);
   const Kernel fused = [&](const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& hs,
@@ -227,9 +243,9 @@ TEST(AttentionFused, GradcheckFloat64EveryPreset) {
     std::vector<Tensor> inputs = {torch::randn({B, H, T, D}, torch::kFloat64),
                                   torch::randn({B, H, T, D}, torch::kFloat64),
                                   torch::randn({B, H, T, D}, torch::kFloat64)};
-    // Learned parameters after q, k, v: the head scale (LogN) or the bias parameters (KERPLE).
+    // Learned inputs after q, k, v: the head scale (LogN) or the bias table (KERPLE, T5).
     if (method.learned_head_scale()) inputs.push_back(some_head_scale(H, torch::kFloat64));
-    if (method.learned_bias()) inputs.push_back(some_bias_params(method, torch::kFloat64));
+    if (method.learned_bias()) inputs.push_back(some_bias_table(method, T, torch::kFloat64));
     const auto rot = attention::rotary_tables(method, T, torch::kFloat64);
     auto f = [&](const std::vector<Tensor>& in) {
       const Tensor hs = method.learned_head_scale() ? in[3] : Tensor();
@@ -278,12 +294,8 @@ TEST(AttentionFused, ModuleFusedMatchesModuleReference) {
           fused->logn_scale.copy_(some_head_scale(H, torch::kFloat32));
           reference->logn_scale.copy_(some_head_scale(H, torch::kFloat32));
         }
-        const Tensor bias = some_bias_params(fused->method(), torch::kFloat32);
-        for (size_t p = 0; p < fused->bias_param_list.size(); ++p) {
-          fused->bias_param_list[p].copy_(bias.select(1, int64_t(p)));
-          reference->bias_param_list[p].copy_(bias.select(1, int64_t(p)));
-        }
       }
+      move_learned_bias({&fused, &reference});
       torch::manual_seed(T);
       // Non-contiguous inputs, as the model passes them ((B, T, H, D) viewed as (B, H, T, D)).
       const auto q = torch::randn({B, T, H, D}).transpose(1, 2);
@@ -295,8 +307,9 @@ TEST(AttentionFused, ModuleFusedMatchesModuleReference) {
                                 const Tensor&) { return m->forward_with_lse(q, k, v); };
         Result r = run(kern, q, k, v, Tensor(), Tensor(), wo, wl);
         if (m->logn_scale.defined()) r.dhead = m->logn_scale.grad().clone();
-        if (m->bias_params().defined())
-          r.dbias = torch::stack({m->bias_param_list[0].grad(), m->bias_param_list[1].grad()}, 1);
+        std::vector<Tensor> dparams;
+        for (const auto& p : m->learned_bias_params) dparams.push_back(p.grad().flatten());
+        if (!dparams.empty()) r.dbias = torch::cat(dparams);
         return r;
       };
       const std::string what = preset + " T=" + std::to_string(T);
@@ -309,10 +322,11 @@ TEST(AttentionFused, ModuleFusedMatchesModuleReference) {
 }
 
 TEST(AttentionFused, ModuleGradcheckThroughRotationFloat64) {
-  for (const char* preset : {"logn+p-rope", "yarn", "si+rope", "kerple+p-rope"}) {
-    const int64_t H = 2, D = 8, L = 4, T = 9;
+  for (const char* preset : {"logn+p-rope", "yarn", "si+rope", "kerple+p-rope", "t5"}) {
+    const int64_t H = 2, D = 8, L = 4, T = 20;  // T > 16: two of T5's logarithmic buckets
     attention::CausalAttention attn(options(preset, H, D, L, "fused"));
     attn->to(torch::kFloat64);
+    move_learned_bias({&attn});
     torch::manual_seed(11);
     const auto wo = torch::randn({1, H, T, D}, torch::kFloat64);
     std::vector<Tensor> inputs = {torch::randn({1, H, T, D}, torch::kFloat64),
@@ -320,27 +334,28 @@ TEST(AttentionFused, ModuleGradcheckThroughRotationFloat64) {
                                   torch::randn({1, H, T, D}, torch::kFloat64)};
     auto f = [&](const std::vector<Tensor>& in) { return (attn->forward(in[0], in[1], in[2]) * wo).sum(); };
     gradcheck(f, inputs, preset);
-    // d loss / d the method's learned parameters (logn_scale; kerple_r1, kerple_r2) by finite
-    // differences on the parameters themselves.
+    // d loss / d the method's learned parameters (logn_scale; kerple_r1, kerple_r2; t5_bias,
+    // through the table learned_bias.h builds) by finite differences on every value.
     std::vector<std::pair<std::string, Tensor>> learned;
     if (attn->logn_scale.defined()) learned.push_back({"logn_scale", attn->logn_scale});
-    for (size_t n = 0; n < attn->bias_param_list.size(); ++n)
-      learned.push_back({"bias parameter " + std::to_string(n), attn->bias_param_list[n]});
+    const auto& rows = attention::transform_spec(attn->method().transform).learned;
+    for (size_t n = 0; n < attn->learned_bias_params.size(); ++n)
+      learned.push_back({rows[n].name, attn->learned_bias_params[n]});
     for (auto& [name, param] : learned) {
       attn->zero_grad();
       f(inputs).backward();
-      const Tensor g = param.grad().clone();
+      const Tensor g = param.grad().flatten().clone();
       torch::NoGradGuard ng;
-      for (int64_t h = 0; h < H; ++h) {
+      for (int64_t e = 0; e < param.numel(); ++e) {
         double* p = param.data_ptr<double>();
-        const double p0 = p[h];
-        p[h] = p0 + 1e-6;
+        const double p0 = p[e];
+        p[e] = p0 + 1e-6;
         const double up = f(inputs).item<double>();
-        p[h] = p0 - 1e-6;
+        p[e] = p0 - 1e-6;
         const double down = f(inputs).item<double>();
-        p[h] = p0;
-        EXPECT_NEAR(g[h].item<double>(), (up - down) / 2e-6, 1e-6 + 1e-5 * std::abs(g[h].item<double>()))
-            << preset << " " << name << " head " << h;
+        p[e] = p0;
+        EXPECT_NEAR(g[e].item<double>(), (up - down) / 2e-6, 1e-6 + 1e-5 * std::abs(g[e].item<double>()))
+            << preset << " " << name << " value " << e;
       }
     }
   }

@@ -11,6 +11,8 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <set>
+#include <string>
 #include <vector>
 
 namespace {
@@ -95,14 +97,18 @@ TEST(AttentionMethod, EveryRegistryTransformMatchesThePolicyAndTheReference) {
       attention::ScoreMod mod = attention::score_mod(m, T);
       if (m.learned_head_scale()) mod.head_scale = head_f.data();
       if (m.alibi()) mod.alibi_slope = slopes.data();
-      // Learned bias parameters at their initial values (what the closed forms evaluate).
-      const torch::Tensor bias = attention::initial_bias_params(m);  // (H, 2) or undefined
-      std::vector<float> bias_f;
-      if (bias.defined()) {
-        for (int64_t e = 0; e < bias.numel(); ++e) bias_f.push_back(float(bias.view(-1)[e].item<double>()));
-        mod.bias_params = bias_f.data();
+      // A learned bias's table at its initial values (what the closed forms evaluate).
+      const std::vector<double> table =
+          attention::learned_bias_table_values(m, attention::initial_learned_values(m), T);  // (H, T)
+      const std::vector<float> table_f(table.begin(), table.end());
+      torch::Tensor bias;
+      if (!table.empty()) {
+        mod.bias_table = table_f.data();
+        mod.bias_table_len = T;
+        bias = torch::tensor(table, torch::kFloat64).view({H, T});
       }
-      EXPECT_EQ(m.learned_bias(), spec.learned_bias_params > 0) << spec.name;
+      EXPECT_EQ(m.learned_bias(), spec.learned_bias != nullptr) << spec.name;
+      EXPECT_EQ(m.learned_bias(), !spec.learned.empty()) << spec.name;
       const auto ref = attention::reference_logits(q, k, m, head, bias)[0];  // (H, T, T)
       for (int i = 0; i < T; ++i)
         for (int j = 0; j <= i; ++j) {
@@ -121,55 +127,93 @@ TEST(AttentionMethod, EveryRegistryTransformMatchesThePolicyAndTheReference) {
   }
 }
 
-// ---- KERPLE-log ---------------------------------------------------------------------------------
+// ---- learned distance biases ------------------------------------------------------------------
 
-TEST(AttentionMethod, KerpleLogBiasGradientInitAndClamp) {
-  // The policy's bias −r1·ln(1 + r2·t) at a hand-computed point, its gradient against central
-  // differences of the same policy in float64, the per-head initial values, and the module's floor.
-  attention::ScoreMod mod;
-  mod.distance = attention::DistanceMod::kKerpleLog;
-  const double r[2] = {1.3, 0.4};
-  EXPECT_NEAR(attention::learned_bias<double>(mod, 7, r), -1.3 * std::log(3.8), 1e-14);
-  EXPECT_EQ(attention::learned_bias<double>(mod, 0, r), 0.0);
-  for (int t : {0, 1, 7, 1000}) {
-    double d[attention::kBiasParams];
-    attention::learned_bias_grad<double>(mod, t, r, d);
-    for (int p = 0; p < 2; ++p) {
-      double up[2] = {r[0], r[1]}, down[2] = {r[0], r[1]};
-      up[p] += 1e-6, down[p] -= 1e-6;
-      const double numeric =
-          (attention::learned_bias<double>(mod, t, up) - attention::learned_bias<double>(mod, t, down)) / 2e-6;
-      EXPECT_NEAR(d[p], numeric, 1e-7 * (1 + std::abs(numeric))) << "t = " << t << " p = " << p;
+// Every learned row's gradient (transforms.h: learned_bias_grad) against central differences of
+// its own value, at values away from the initial ones; the table the module builds from its
+// parameters (learned_bias.h) equals the row's closed form.
+TEST(AttentionMethod, EveryLearnedBiasRowGradientMatchesFiniteDifferences) {
+  int rows = 0;
+  for (const attention::TransformSpec& spec : attention::transforms()) {
+    if (!spec.learned_bias) continue;
+    ++rows;
+    attention::MethodOptions o;
+    o.transform = spec.name;
+    o.heads = 2;
+    o.head_dim = 8;
+    o.train_context = 16;
+    const Method m = attention::resolve_method(o);
+    const int64_t P = attention::learned_values_per_head(m);
+    std::vector<double> p = attention::initial_learned_values(m);
+    for (size_t e = 0; e < p.size(); ++e) p[e] = 0.7 * p[e] + 0.3 + 0.01 * double(e);
+    for (int64_t t : {0, 1, 7, 15, 16, 40, 127, 128, 1000}) {
+      std::vector<double> d(size_t(P), 0.0);
+      spec.learned_bias_grad(m, p.data() + P, t, 1.0, d.data());  // head 1
+      for (int64_t k = 0; k < P; ++k) {
+        std::vector<double> up(p.begin() + P, p.end()), down = up;
+        up[size_t(k)] += 1e-6;
+        down[size_t(k)] -= 1e-6;
+        const double numeric = (spec.learned_bias(m, up.data(), t) - spec.learned_bias(m, down.data(), t)) / 2e-6;
+        ASSERT_NEAR(d[size_t(k)], numeric, 1e-7 * (1 + std::abs(numeric))) << spec.name << " t=" << t << " k=" << k;
+      }
     }
+    // The module's table from its parameters: the closed form, entry by entry.
+    attention::CausalAttention attn(o);
+    {
+      torch::NoGradGuard g;
+      int64_t column = 0;
+      for (size_t n = 0; n < spec.learned.size(); ++n) {
+        auto& param = attn->learned_bias_params[n];
+        ASSERT_EQ(param.numel(), 2 * spec.learned[n].per_head) << spec.name;
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t k = 0; k < spec.learned[n].per_head; ++k)
+            param.view(-1)[h * spec.learned[n].per_head + k] = p[size_t(h * P + column + k)];
+        column += spec.learned[n].per_head;
+      }
+    }
+    const auto table = attn->bias_table(200).to(torch::kFloat64);
+    const auto want = attention::learned_bias_table_values(m, p, 200);
+    for (int64_t e = 0; e < 400; ++e)
+      ASSERT_NEAR(table.view(-1)[e].item<double>(), want[size_t(e)], 1e-6 * (1 + std::abs(want[size_t(e)])))
+          << spec.name << " entry " << e;
   }
-  // Other methods have no learned bias.
-  attention::ScoreMod si;
-  si.distance = attention::DistanceMod::kScaleInvariant;
-  EXPECT_EQ(attention::learned_bias<double>(si, 7, r), 0.0);
+  EXPECT_GE(rows, 2);  // kerple-log and t5-bias
+}
+
+TEST(AttentionMethod, KerpleLogBiasInitAndClamp) {
+  // The row's bias −r1·ln(1 + r2·t) at a hand-computed point, the per-head initial values, and
+  // the module's floor.
+  const auto& spec = attention::transform_spec(attention::Transform::kKerpleLog);
+  const Method m = attention::resolve_method(opts("kerple", 16, 64, 4));
+  const double r[2] = {1.3, 0.4};
+  EXPECT_NEAR(spec.learned_bias(m, r, 7), -1.3 * std::log(3.8), 1e-14);
+  EXPECT_EQ(spec.learned_bias(m, r, 0), 0.0);
 
   // Presets: kerple = NoPE × kerple-log, kerple+p-rope; r1 = 2(h + ½)/H, r2 = (h + ½)/H.
-  const Method m = attention::resolve_method(opts("kerple", 16, 64, 4));
   EXPECT_EQ(m.positional, attention::Positional::kNoPE);
   EXPECT_TRUE(m.learned_bias());
   EXPECT_EQ(attention::resolve_method(opts("kerple+p-rope")).positional, attention::Positional::kPRoPE);
-  const auto init = attention::initial_bias_params(m);
+  const auto init = attention::initial_learned_values(m);  // (H, 2)
+  ASSERT_EQ(init.size(), 8u);
   for (int h = 0; h < 4; ++h) {
-    EXPECT_DOUBLE_EQ(init[h][0].item<double>(), 2.0 * (h + 0.5) / 4);
-    EXPECT_DOUBLE_EQ(init[h][1].item<double>(), (h + 0.5) / 4);
+    EXPECT_DOUBLE_EQ(init[size_t(2 * h)], 2.0 * (h + 0.5) / 4);
+    EXPECT_DOUBLE_EQ(init[size_t(2 * h + 1)], (h + 0.5) / 4);
   }
-  EXPECT_FALSE(attention::initial_bias_params(attention::resolve_method(opts("alibi"))).defined());
+  EXPECT_TRUE(attention::initial_learned_values(attention::resolve_method(opts("alibi"))).empty());
 
-  // The module registers kerple_r1, kerple_r2 (H) and clamps them to 0.01 before a forward.
+  // The module registers kerple_r1, kerple_r2 (H), as checkpoints before the bias became a
+  // table did, and clamps them to 0.01 before a forward.
   attention::CausalAttention attn(opts("kerple", 8, 16, 2));
   const auto params = attn->named_parameters();
   ASSERT_TRUE(params.contains("kerple_r1") && params.contains("kerple_r2"));
+  EXPECT_EQ(params["kerple_r1"].sizes(), torch::IntArrayRef({2}));
   {
     torch::NoGradGuard g;
-    attn->bias_param_list[0].fill_(-3.0);
+    attn->learned_bias_params[0].fill_(-3.0);
   }
   const auto x = torch::randn({1, 2, 5, 8});
   attn->forward(x, x, x);
-  EXPECT_TRUE(attn->bias_param_list[0].eq(0.01f).all().item<bool>());
+  EXPECT_TRUE(attn->learned_bias_params[0].eq(0.01f).all().item<bool>());
 }
 
 // ---- rotary frequency tables ------------------------------------------------------------------
@@ -391,15 +435,19 @@ TEST(AttentionMethod, ScoreModPerPreset) {
                         Want{"si+p-rope", RowFactor::kNone, DistanceMod::kScaleInvariant},
                         Want{"si+rope", RowFactor::kNone, DistanceMod::kScaleInvariant},
                         Want{"si+nope", RowFactor::kNone, DistanceMod::kScaleInvariant},
-                        Want{"kerple", RowFactor::kNone, DistanceMod::kKerpleLog},
-                        Want{"kerple+p-rope", RowFactor::kNone, DistanceMod::kKerpleLog}}) {
+                        Want{"kerple", RowFactor::kNone, DistanceMod::kNone},
+                        Want{"kerple+p-rope", RowFactor::kNone, DistanceMod::kNone}}) {
     const auto mod = attention::score_mod(attention::resolve_method(opts(w.name)), 128);
     EXPECT_EQ(mod.row, w.row) << w.name;
     EXPECT_EQ(mod.distance, w.dist) << w.name;
     EXPECT_EQ(mod.head_scale, nullptr);
     EXPECT_EQ(mod.alibi_slope, nullptr);
+    EXPECT_EQ(mod.bias_table, nullptr);  // a learned bias's table travels as a tensor
   }
-  EXPECT_EQ(attention::preset_names().size(), 14u);
+  // Every preset resolves, under a name of its own.
+  const auto names = attention::preset_names();
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
+  for (const auto& name : names) EXPECT_EQ(attention::resolve_method(opts(name)).preset, name);
   // Overrides compose: NoPE positions with the InfoScale transform.
   auto o = opts("si+p-rope");
   o.positional = "alibi";

@@ -1,6 +1,7 @@
 // The reference kernel against a straight-from-the-formula implementation written here: explicit
 // loops in float64, the papers' formulas re-derived without method.cpp (frequencies, slopes,
-// YaRN, NTK, LogN, InfoScale, scale-invariant).
+// YaRN, NTK, LogN, InfoScale, scale-invariant, KERPLE-log, T5's buckets). A learned bias reaches
+// the reference as the table its registry row builds, so these formulas check the rows too.
 #include <gtest/gtest.h>
 
 #include "attention/attention.h"
@@ -41,7 +42,47 @@ const std::map<std::string, std::pair<std::string, std::string>> kPresets = {
     {"si+nope", {"nope", "scale-invariant"}},
     {"kerple", {"nope", "kerple-log"}},
     {"kerple+p-rope", {"p-rope", "kerple-log"}},
+    {"t5", {"nope", "t5-bias"}},
 };
+
+// T5's causal bucket of distance t (Raffel et al. 2020; HF transformers'
+// _relative_position_bucket(bidirectional=False, num_buckets=32, max_distance=128)).
+int64_t formula_t5_bucket(int64_t t) {
+  if (t < 16) return t;
+  return std::min<int64_t>(31, 16 + int64_t(std::floor(std::log(double(t) / 16) / std::log(128.0 / 16) * 16)));
+}
+
+TEST(AttentionReference, T5BucketsAtHandComputedDistances) {
+  // 16 + floor(ln(t/16) / ln 8 · 16): t = 23 → 16 + floor(2.79) = 18, t = 32 → 16 + floor(16/3) = 21, t = 64 → 26,
+  // t = 100 → 16 + floor(14.10) = 30, t = 127 → 31, t >= 128 → 31 (every distance shares it).
+  const auto& spec = attention::transform_spec(attention::Transform::kT5);
+  attention::MethodOptions o;
+  o.method = "t5";
+  o.heads = 2;
+  o.head_dim = 16;
+  const auto m = attention::resolve_method(o);
+  std::vector<double> b(32);
+  for (int k = 0; k < 32; ++k) b[size_t(k)] = 100.0 + k;  // bucket k's bias is 100 + k
+  const std::pair<int64_t, int> want[] = {{0, 0},   {1, 1},   {15, 15},  {16, 16},  {17, 16},  {23, 18},
+                                          {32, 21}, {64, 26}, {100, 30}, {127, 31}, {128, 31}, {100000, 31}};
+  for (const auto& [t, bucket] : want) {
+    EXPECT_EQ(formula_t5_bucket(t), bucket) << "t = " << t;
+    EXPECT_EQ(spec.learned_bias(m, b.data(), t), 100.0 + bucket) << "t = " << t;
+  }
+  // 32 values per head, initialised to 0 (a T5 model starts as NoPE), with no floor: a value set
+  // below 0 stays there.
+  EXPECT_EQ(attention::learned_values_per_head(m), 32);
+  for (double v : attention::initial_learned_values(m)) EXPECT_EQ(v, 0.0);
+  attention::CausalAttention attn(o);
+  EXPECT_EQ(attn->named_parameters()["t5_bias"].sizes(), torch::IntArrayRef({2, 32}));
+  {
+    torch::NoGradGuard g;
+    attn->learned_bias_params[0].fill_(-3.0);
+  }
+  const auto x = torch::randn({1, 2, 5, 16});
+  attn->forward(x, x, x);
+  EXPECT_TRUE(attn->learned_bias_params[0].eq(-3.0f).all().item<bool>());
+}
 
 std::vector<double> formula_frequencies(const Spec& s, int64_t T) {
   const int64_t P = s.D / 2;
@@ -134,6 +175,7 @@ std::pair<torch::Tensor, torch::Tensor> formula_attention(const torch::Tensor& q
             bias = -2 * std::log(1 + t / s.tau);
           }
           if (s.transform == "kerple-log") bias = -hs[2 * h] * std::log(1 + hs[2 * h + 1] * t);  // r1, r2
+          if (s.transform == "t5-bias") bias = hs[size_t(32 * h + formula_t5_bucket(int64_t(t)))];
           if (s.positional == "alibi") bias -= slopes[h] * t;
           logit[j] = mult * sc + bias;
         }
@@ -186,11 +228,15 @@ void check_against_formula(const std::string& preset, Spec s, int64_t B, int64_t
     for (int64_t h = 0; h < s.H; ++h) hs.push_back(0.2 + 0.15 * h);  // not all equal
     head = torch::tensor(hs, torch::kFloat64);
   }
-  torch::Tensor bias;  // KERPLE's (r1, r2) per head, in hs as r1_0, r2_0, r1_1, …
-  if (s.transform == "kerple-log") {
+  // A learned bias's values per head in hs (KERPLE: r1_0, r2_0, r1_1, …; T5: 32 buckets per
+  // head), and the table the row builds from them (the reference's input).
+  if (s.transform == "kerple-log")
     for (int64_t h = 0; h < s.H; ++h) hs.push_back(0.3 + 0.5 * h), hs.push_back(0.9 - 0.2 * h);
-    bias = torch::tensor(hs, torch::kFloat64).view({s.H, 2});
-  }
+  if (s.transform == "t5-bias")
+    for (int64_t e = 0; e < 32 * s.H; ++e) hs.push_back(std::sin(0.7 * double(e)));
+  torch::Tensor bias;
+  if (method.learned_bias())
+    bias = torch::tensor(attention::learned_bias_table_values(method, hs, T), torch::kFloat64).view({s.H, T});
   const auto [want_out, want_lse] = formula_attention(q, k, v, s, hs);
   const auto [out, lse] = attention::reference_attention_with_lse(q, k, v, method, head, bias);
   const std::string what = preset + (transform_override.empty() ? "" : "/" + transform_override) +

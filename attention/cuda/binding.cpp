@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "attention/cuda/fused_attention.cuh"
-#include "attention/learned_bias.h"
 
 namespace attention::cuda {
 namespace {
@@ -47,7 +46,7 @@ static_assert(std::is_trivially_copyable<ScoreMod>::value, "ScoreMod must be sav
 void save_mod(AutogradContext* ctx, ScoreMod mod) {
   mod.head_scale = nullptr;
   mod.alibi_slope = nullptr;
-  mod.bias_params = nullptr;
+  mod.bias_table = nullptr;
   std::vector<int64_t> words((sizeof(ScoreMod) + sizeof(int64_t) - 1) / sizeof(int64_t), 0);
   std::memcpy(words.data(), &mod, sizeof(ScoreMod));
   ctx->saved_data["score_mod"] = words;
@@ -62,7 +61,7 @@ ScoreMod load_mod(AutogradContext* ctx) {
 
 FusedArgs make_args(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                     ScoreMod mod, const torch::Tensor& head_scale, const torch::Tensor& alibi_slope,
-                    const torch::Tensor& bias_params) {
+                    const torch::Tensor& bias_table) {
   FusedArgs args;
   args.batch = static_cast<int>(q.size(0));
   args.heads = static_cast<int>(q.size(1));
@@ -71,7 +70,8 @@ FusedArgs make_args(const torch::Tensor& q, const torch::Tensor& k, const torch:
   args.dtype = element_type(q);
   mod.head_scale = head_scale.defined() ? head_scale.data_ptr<float>() : nullptr;
   mod.alibi_slope = alibi_slope.defined() ? alibi_slope.data_ptr<float>() : nullptr;
-  mod.bias_params = bias_params.defined() ? bias_params.data_ptr<float>() : nullptr;
+  mod.bias_table = bias_table.defined() ? bias_table.data_ptr<float>() : nullptr;
+  mod.bias_table_len = bias_table.defined() ? static_cast<int>(bias_table.size(1)) : 0;
   args.mod = mod;
   args.q = q.data_ptr();
   args.k = k.data_ptr();
@@ -79,7 +79,7 @@ FusedArgs make_args(const torch::Tensor& q, const torch::Tensor& k, const torch:
   return args;
 }
 
-// head_scale, alibi_slope and bias_params travel as optionals: an undefined at::Tensor argument is not allowed
+// head_scale, alibi_slope and bias_table travel as optionals: an undefined at::Tensor argument is not allowed
 // by torch::autograd::Function (it records metadata of every tensor argument).
 class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFunction> {
  public:
@@ -87,16 +87,16 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
                                const torch::Tensor& k_in, const torch::Tensor& v_in,
                                const c10::optional<torch::Tensor>& head_scale_in,
                                const c10::optional<torch::Tensor>& alibi_slope_in,
-                               const c10::optional<torch::Tensor>& bias_params_in,
+                               const c10::optional<torch::Tensor>& bias_table_in,
                                const ScoreMod& mod) {
     const c10::cuda::CUDAGuard device_guard(q_in.device());
     const torch::Tensor q = kernel_ready(q_in), k = kernel_ready(k_in), v = kernel_ready(v_in);
     const torch::Tensor head_scale = head_scale_in ? kernel_ready(*head_scale_in) : torch::Tensor();
     const torch::Tensor alibi_slope =
         alibi_slope_in ? kernel_ready(*alibi_slope_in) : torch::Tensor();
-    const torch::Tensor bias_params = bias_params_in ? kernel_ready(*bias_params_in) : torch::Tensor();
+    const torch::Tensor bias_table = bias_table_in ? kernel_ready(*bias_table_in) : torch::Tensor();
 
-    FusedArgs args = make_args(q, k, v, mod, head_scale, alibi_slope, bias_params);
+    FusedArgs args = make_args(q, k, v, mod, head_scale, alibi_slope, bias_table);
     torch::Tensor o = torch::empty_like(q);                                        // (B, H, T, D)
     const auto row_options = q.options().dtype(torch::kFloat32);
     torch::Tensor lse = torch::empty({q.size(0), q.size(1), q.size(2)}, row_options);  // (B, H, T)
@@ -117,11 +117,11 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
       saved.push_back(fixed_logit_mean);
     }
     if (alibi_slope.defined()) saved.push_back(alibi_slope);
-    if (bias_params.defined()) saved.push_back(bias_params);
+    if (bias_table.defined()) saved.push_back(bias_table);
     ctx->save_for_backward(saved);
     ctx->saved_data["has_head_scale"] = head_scale.defined();
     ctx->saved_data["has_alibi_slope"] = alibi_slope.defined();
-    ctx->saved_data["has_bias_params"] = bias_params.defined();
+    ctx->saved_data["has_bias_table"] = bias_table.defined();
     save_mod(ctx, mod);
     return o;
   }
@@ -139,8 +139,8 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     const torch::Tensor fixed_logit_mean = has_head_scale ? saved[next++] : torch::Tensor();
     const torch::Tensor alibi_slope =
         ctx->saved_data["has_alibi_slope"].toBool() ? saved[next++] : torch::Tensor();
-    const torch::Tensor bias_params =
-        ctx->saved_data["has_bias_params"].toBool() ? saved[next++] : torch::Tensor();
+    const torch::Tensor bias_table =
+        ctx->saved_data["has_bias_table"].toBool() ? saved[next++] : torch::Tensor();
 
     const c10::cuda::CUDAGuard device_guard(q.device());
     const torch::Tensor d_o = kernel_ready(grad_outputs[0].to(q.scalar_type()));  // (B, H, T, D)
@@ -148,13 +148,13 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     torch::Tensor dhead_scale =
         head_scale.defined() ? torch::empty_like(head_scale) : torch::Tensor();  // (H)
 
-    // (H, T): d loss/d logit summed per distance, for the learned bias parameters' gradient.
-    torch::Tensor dbias_by_distance =
-        bias_params.defined() ? torch::empty({q.size(1), q.size(2)}, q.options().dtype(torch::kFloat32))
-                              : torch::Tensor();
+    // (H, T): d loss/d logit summed per distance = d loss/d bias_table.
+    torch::Tensor dbias_table =
+        bias_table.defined() ? torch::empty({q.size(1), q.size(2)}, q.options().dtype(torch::kFloat32))
+                             : torch::Tensor();
 
     const ScoreMod mod = load_mod(ctx);
-    FusedArgs args = make_args(q, k, v, mod, head_scale, alibi_slope, bias_params);
+    FusedArgs args = make_args(q, k, v, mod, head_scale, alibi_slope, bias_table);
     args.o = o.data_ptr();
     args.lse = lse.data_ptr<float>();
     args.fixed_logit_mean =
@@ -164,7 +164,7 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     args.dk = dk.data_ptr();
     args.dv = dv.data_ptr();
     args.dhead_scale = dhead_scale.defined() ? dhead_scale.data_ptr<float>() : nullptr;
-    args.dbias_by_distance = dbias_by_distance.defined() ? dbias_by_distance.data_ptr<float>() : nullptr;
+    args.dbias_by_distance = dbias_table.defined() ? dbias_table.data_ptr<float>() : nullptr;
     const torch::Tensor workspace = torch::empty(
         {static_cast<int64_t>(fused_attention_backward_workspace_bytes(args))},
         q.options().dtype(torch::kUInt8));
@@ -172,12 +172,8 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     check_cuda(fused_attention_backward(args, c10::cuda::getCurrentCUDAStream().stream()),
                "backward");
 
-    // The chain rule through the policy's learned_bias_grad (float64, on the CPU: (H, T) values).
-    const torch::Tensor dbias_params =
-        bias_params.defined() ? learned_bias_param_grad(mod, bias_params, dbias_by_distance, q.size(2))
-                              : torch::Tensor();
-    // One gradient per forward argument: q, k, v, head_scale, alibi_slope, bias_params, mod.
-    return {dq, dk, dv, dhead_scale, torch::Tensor(), dbias_params, torch::Tensor()};
+    // One gradient per forward argument: q, k, v, head_scale, alibi_slope, bias_table, mod.
+    return {dq, dk, dv, dhead_scale, torch::Tensor(), dbias_table, torch::Tensor()};
   }
 };
 
@@ -192,7 +188,7 @@ void check_per_head(const torch::Tensor& t, const char* name, const torch::Tenso
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const attention::ScoreMod& mod, const torch::Tensor& head_scale,
-                              const torch::Tensor& alibi_slope, const torch::Tensor& bias_params) {
+                              const torch::Tensor& alibi_slope, const torch::Tensor& bias_table) {
   TORCH_CHECK(q.is_cuda(), "fused_attention: q must be a CUDA tensor");
   TORCH_CHECK(q.dim() == 4, "fused_attention: q must be (B, H, T, D), got ", q.sizes());
   TORCH_CHECK(k.sizes() == q.sizes() && v.sizes() == q.sizes(),
@@ -207,7 +203,7 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
   TORCH_CHECK(q.size(0) * q.size(1) <= 65535, "fused_attention: B·H must be at most 65535");
   TORCH_CHECK(q.size(2) <= INT32_MAX, "fused_attention: sequence too long");
 
-  c10::optional<torch::Tensor> head_scale_arg, alibi_slope_arg, bias_params_arg;
+  c10::optional<torch::Tensor> head_scale_arg, alibi_slope_arg, bias_table_arg;
   if (head_scale.defined()) {
     check_per_head(head_scale, "head_scale", q);
     head_scale_arg = head_scale;
@@ -219,16 +215,15 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
                 "fused_attention: alibi_slope gradients are not implemented (detach it)");
     alibi_slope_arg = alibi_slope;
   }
-  if (bias_params.defined()) {
-    TORCH_CHECK(bias_params.dim() == 2 && bias_params.size(0) == q.size(1) && bias_params.size(1) == kBiasParams,
-                "fused_attention: bias_params must have shape (H, ", kBiasParams, "), got ", bias_params.sizes());
-    TORCH_CHECK(bias_params.scalar_type() == torch::kFloat32 && bias_params.device() == q.device(),
-                "fused_attention: bias_params must be float32 on ", q.device());
-    bias_params_arg = bias_params;
+  if (bias_table.defined()) {
+    TORCH_CHECK(bias_table.dim() == 2 && bias_table.size(0) == q.size(1) && bias_table.size(1) == q.size(2),
+                "fused_attention: bias_table must have shape (H, T) = (", q.size(1), ", ", q.size(2), "), got ",
+                bias_table.sizes());
+    TORCH_CHECK(bias_table.scalar_type() == torch::kFloat32 && bias_table.device() == q.device(),
+                "fused_attention: bias_table must be float32 on ", q.device());
+    bias_table_arg = bias_table;
   }
-  TORCH_CHECK(!has_learned_bias(mod) || bias_params.defined(),
-              "fused_attention: a score-mod with a learned bias needs bias_params");
-  return FusedAttentionFunction::apply(q, k, v, head_scale_arg, alibi_slope_arg, bias_params_arg, mod);
+  return FusedAttentionFunction::apply(q, k, v, head_scale_arg, alibi_slope_arg, bias_table_arg, mod);
 }
 
 }  // namespace attention::cuda

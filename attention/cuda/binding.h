@@ -10,7 +10,7 @@
 namespace attention::cuda {
 
 // Causal attention o = softmax(logit)·v with logit = multiplier·scale·q·k + bias as described by
-// `mod` (attention/score_mod.h), differentiable w.r.t. q, k, v, head_scale and bias_params.
+// `mod` (attention/score_mod.h), differentiable w.r.t. q, k, v, head_scale and bias_table.
 //
 //   q, k, v      (B, H, T, D) CUDA tensors, float32 or bfloat16 (all the same), D ∈ {64, 128}
 //   mod          scale and row / distance terms; its head_scale and alibi_slope pointers are
@@ -18,12 +18,12 @@ namespace attention::cuda {
 //   head_scale   undefined, or (H) float32 on q's device (learned per-head multiplier; may
 //                require grad)
 //   alibi_slope  undefined, or (H) float32 on q's device (must not require grad)
-//   bias_params  undefined, or (H, kBiasParams) float32 on q's device (KERPLE's learned r1, r2;
-//                required by kerple-log; may require grad)
+//   bias_table   undefined, or (H, T) float32 on q's device: a learned distance bias b_h(t)
+//                (attention/learned_bias.h; may require grad, its gradient is d loss/d table)
 //
 // Returns o: (B, H, T, D), q's dtype. Non-contiguous inputs are copied.
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const attention::ScoreMod& mod, const torch::Tensor& head_scale,
-                              const torch::Tensor& alibi_slope, const torch::Tensor& bias_params = {});
+                              const torch::Tensor& alibi_slope, const torch::Tensor& bias_table = {});
 
 }  // namespace attention::cuda

@@ -452,7 +452,7 @@ __global__ void __launch_bounds__(kThreads)
   const int ty = threadIdx.x / 16;
   const float head_scale = mod.head_scale ? mod.head_scale[head] : 1.f;
   const bool want_dhead_scale = mod.head_scale != nullptr && dhead_scale != nullptr;
-  const bool want_dbias = mod.bias_params != nullptr && dbias_by_distance != nullptr;
+  const bool want_dbias = mod.bias_table != nullptr && dbias_by_distance != nullptr;
 
   load_tile<kBlockK, D>(k_tile, k + head_offset, j0, seq_len);
   load_tile<kBlockK, D>(v_tile, v + head_offset, j0, seq_len);

@@ -37,7 +37,7 @@ struct FusedArgs {
   int head_dim = 0;   // D ∈ {64, 128}
   DType dtype = DType::kFloat32;
   // The logit transform. mod.head_scale and mod.alibi_slope, when set, are DEVICE pointers to
-  // (H) float32 arrays; mod.bias_params a DEVICE pointer to (H, kBiasParams) float32.
+  // (H) float32 arrays; mod.bias_table a DEVICE pointer to (H, mod.bias_table_len >= T) float32.
   ScoreMod mod;
 
   // Forward inputs; backward inputs too.
@@ -61,8 +61,8 @@ struct FusedArgs {
   float* dhead_scale = nullptr;  // (H) float32 output, or null. Overwritten (zeros when
                                  // mod.head_scale is null).
   // (H, T) float32 output, or null: Σ over batch rows and queries i of d loss/d logit(i, i − t),
-  // the gradient of a learned bias at distance t before the chain rule through learned_bias_grad
-  // (score_mod.h). Overwritten (zeros when mod.bias_params is null).
+  // the gradient of mod.bias_table's entry at distance t (score_mod.h). Overwritten (zeros when
+  // mod.bias_table is null).
   float* dbias_by_distance = nullptr;
   void* workspace = nullptr;     // fused_attention_backward_workspace_bytes(args) bytes of device
                                  // memory, 256-byte aligned; contents need no initialisation

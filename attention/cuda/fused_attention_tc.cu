@@ -498,7 +498,7 @@ __global__ void __launch_bounds__(kThreads)
   const int warp_row0 = warp * kWarpRows;  // this warp's first key (backward) / query row (dQ)
   const float head_scale = mod.head_scale ? mod.head_scale[head] : 1.f;
   const bool want_dhead_scale = mod.head_scale != nullptr && dhead_scale != nullptr;
-  const bool want_dbias = mod.bias_params != nullptr && dbias_by_distance != nullptr;
+  const bool want_dbias = mod.bias_table != nullptr && dbias_by_distance != nullptr;
 
   const int m_first = bwd_first_q_tile(k_tile);
   const int m_end = num_tiles(seq_len);

@@ -63,7 +63,7 @@ struct Result {
   std::vector<double> dbias;  // (H, T) d loss / d logit(i, i − t), summed over batch and i
 };
 
-// `mod` holds HOST pointers for head_scale / alibi_slope / bias_params here.
+// `mod` holds HOST pointers for head_scale / alibi_slope / bias_table here.
 Result reference(const std::vector<double>& q, const std::vector<double>& k,
                  const std::vector<double>& v, const std::vector<double>& d_o, const ScoreMod& mod,
                  int batch, int heads, int seq_len, int head_dim) {
@@ -127,8 +127,9 @@ Result reference(const std::vector<double>& q, const std::vector<double>& k,
             r.dhead_scale[h] +=
                 attention::fixed_multiplier<double>(mod, i, t) * mod.scale * dots[j] * dlogit;
           }
-          // A learned bias's gradient by distance (the chain rule to r is the host's).
-          if (mod.bias_params) r.dbias[static_cast<size_t>(h) * seq_len + t] += dlogit;
+          // A learned bias table's gradient by distance (the chain rule to its parameters is
+          // the host's: attention/learned_bias.h).
+          if (mod.bias_table) r.dbias[static_cast<size_t>(h) * seq_len + t] += dlogit;
         }
       }
     }
@@ -185,7 +186,7 @@ std::vector<double> download(const DeviceBuffer& source, size_t count, DType dty
   return values;
 }
 
-// `mod` holds DEVICE pointers for head_scale / alibi_slope / bias_params here. The backward pass gets the
+// `mod` holds DEVICE pointers for head_scale / alibi_slope / bias_table here. The backward pass gets the
 // kernel's own o, as autograd would give it.
 Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
                    const std::vector<double>& v, const std::vector<double>& d_o,
@@ -249,7 +250,9 @@ struct ModCase {
   ScoreMod mod;  // pointers unset: the case fills them
   bool head_scale = false;
   bool alibi = false;
-  bool bias_params = false;  // learned per-head bias parameters (KERPLE's r1, r2)
+  // A learned distance bias (KERPLE-log, T5): the row's table b_h(t) at its initial values.
+  attention::Method learned_bias;
+  bool bias_table = false;
 };
 
 // The method as a run resolves it (attention/method.h: the registry rows), L = 16 (read by logn
@@ -272,9 +275,10 @@ std::vector<ModCase> mod_cases(int head_dim, int seq_len) {
   };
   std::vector<ModCase> cases;
   // Every registry transform (a new row is tested here with no edit), its learned per-head
-  // parameters given when it has them: a head scale (logn), bias parameters (kerple-log).
+  // parameters given when it has them: a head scale (logn), a bias table (kerple-log, t5-bias).
   for (const attention::TransformSpec& t : attention::transforms())
-    cases.push_back({t.name, mod("nope", t.name), t.learned_head_scale, false, t.learned_bias_params > 0});
+    cases.push_back({t.name, mod("nope", t.name), t.learned_head_scale, false,
+                     resolve("nope", t.name, head_dim), t.learned_bias != nullptr});
   cases.push_back({"alibi", mod("alibi"), false, true});
   // Everything at once: the head-scale gradient through row and distance factors, plus a bias
   // (logn's row composed onto scale-invariance with the registry's own fill).
@@ -336,11 +340,6 @@ int main() {
   DeviceBuffer head_scales_dev(sizeof(head_scales)), alibi_slopes_dev(sizeof(alibi_slopes));
   CHECK_CUDA(cudaMemcpy(head_scales_dev.ptr, head_scales, sizeof(head_scales), cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(alibi_slopes_dev.ptr, alibi_slopes, sizeof(alibi_slopes), cudaMemcpyHostToDevice));
-  float bias_params[kHeads * attention::kBiasParams];  // (H, kBiasParams)
-  const std::vector<double> initial = attention::initial_bias_param_values(resolve("kerple", "", 64));
-  for (int n = 0; n < kHeads * attention::kBiasParams; ++n) bias_params[n] = static_cast<float>(initial[n]);
-  DeviceBuffer bias_params_dev(sizeof(bias_params));
-  CHECK_CUDA(cudaMemcpy(bias_params_dev.ptr, bias_params, sizeof(bias_params), cudaMemcpyHostToDevice));
 
   std::mt19937 rng(1234);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -383,7 +382,7 @@ int main() {
         for (const ModCase& c : mod_cases(head_dim, seq_len)) {
           // At T = 4096: no transform, the learned bias (KERPLE) and everything at once, which
           // between them reach every term of the logit and every gradient output.
-          if (long_case && !(c.name == "none" || c.bias_params || (c.head_scale && c.alibi))) continue;
+          if (long_case && !(c.name == "none" || c.name == "kerple-log" || (c.head_scale && c.alibi))) continue;
           ScoreMod host_mod = c.mod, device_mod = c.mod;
           if (c.head_scale) {
             host_mod.head_scale = head_scales;
@@ -393,9 +392,21 @@ int main() {
             host_mod.alibi_slope = alibi_slopes;
             device_mod.alibi_slope = static_cast<const float*>(alibi_slopes_dev.ptr);
           }
-          if (c.bias_params) {
-            host_mod.bias_params = bias_params;
-            device_mod.bias_params = static_cast<const float*>(bias_params_dev.ptr);
+          // (heads, seq_len): the row's table at its initial values, plus noise so that every
+          // entry differs (T5's buckets start at 0).
+          std::vector<float> bias_table;
+          DeviceBuffer bias_table_dev(static_cast<size_t>(heads) * seq_len * sizeof(float));
+          if (c.bias_table) {
+            attention::Method m = c.learned_bias;
+            m.heads = heads;
+            const std::vector<double> values =
+                attention::learned_bias_table_values(m, attention::initial_learned_values(m), seq_len);
+            for (double value : values) bias_table.push_back(static_cast<float>(value + 0.5 * normal(rng)));
+            CHECK_CUDA(cudaMemcpy(bias_table_dev.ptr, bias_table.data(), bias_table.size() * sizeof(float),
+                                  cudaMemcpyHostToDevice));
+            host_mod.bias_table = bias_table.data();
+            device_mod.bias_table = static_cast<const float*>(bias_table_dev.ptr);
+            host_mod.bias_table_len = device_mod.bias_table_len = seq_len;
           }
           const Result want = reference(q, k, v, d_o, host_mod, batch, heads, seq_len, head_dim);
           const Result got = run_kernels(q, k, v, d_o, device_mod, dtype, batch, heads, seq_len, head_dim);
@@ -418,9 +429,9 @@ int main() {
               if (value != 0.0) results.back().error = INFINITY;
             }
           }
-          // Likewise dbias_by_distance without learned bias parameters.
+          // Likewise dbias_by_distance without a learned bias table.
           results.push_back({"dbias", relative_error(got.dbias, want.dbias, 1.0)});
-          if (!c.bias_params) {
+          if (!c.bias_table) {
             for (double value : got.dbias) {
               if (value != 0.0) results.back().error = INFINITY;
             }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "attention/cuda/binding.h"
+#include "attention/learned_bias.h"
 #include "attention/method_tensors.h"
 #include "attention/reference.h"
 #include "attention/score_mod.h"
@@ -72,20 +73,31 @@ bool check_case(torch::ScalarType dtype, int64_t head_dim, int64_t seq_len, cons
   const torch::Tensor alibi_slope =
       c.method.alibi() ? attention::alibi_slope_tensor(c.method).to(device_options.dtype(torch::kFloat32))
                        : torch::Tensor();
-  // Learned bias parameters (KERPLE's r1, r2) moved off their initial values.
-  const torch::Tensor bias_params =
-      c.method.learned_bias()
-          ? (attention::initial_bias_params(c.method) * 0.8 + 0.1).to(device_options.dtype(torch::kFloat32))
-          : torch::Tensor();
+  // A learned distance bias's parameters moved off their initial values, as ours (on the device)
+  // and the reference's (CPU) copies; each side builds its table from them (learned_bias.h), so
+  // the parameters' gradients check the kernel's d loss/d table.
+  std::vector<torch::Tensor> params_ours, params_ref;
+  const auto& learned = attention::transform_spec(c.method.transform).learned;
+  if (c.method.learned_bias()) {
+    const int64_t P = attention::learned_values_per_head(c.method);
+    const torch::Tensor values =
+        torch::tensor(attention::initial_learned_values(c.method), torch::kFloat64).view({heads, P}) * 0.8 + 0.1;
+    int64_t column = 0;
+    for (const auto& p : learned) {
+      const torch::Tensor v = values.narrow(1, column, p.per_head).contiguous();
+      params_ours.push_back(v.to(device_options.dtype(torch::kFloat32)).requires_grad_(true));
+      params_ref.push_back(v.clone().requires_grad_(true));
+      column += p.per_head;
+    }
+  }
 
   // Ours.
   torch::Tensor q_ours = q.clone().requires_grad_(true), k_ours = k.clone().requires_grad_(true),
                 v_ours = v.clone().requires_grad_(true);
   torch::Tensor head_scale_ours = head_scale.defined() ? head_scale.clone().requires_grad_(true) : torch::Tensor();
-  torch::Tensor bias_params_ours = bias_params.defined() ? bias_params.clone().requires_grad_(true) : torch::Tensor();
   const torch::Tensor o_ours = attention::cuda::fused_attention(
       q_ours, k_ours, v_ours, attention::score_mod(c.method, seq_len), head_scale_ours, alibi_slope,
-      bias_params_ours);
+      attention::learned_bias_table(c.method, params_ours, seq_len));
   o_ours.backward(d_o);
 
   // float64 reference.
@@ -93,10 +105,8 @@ bool check_case(torch::ScalarType dtype, int64_t head_dim, int64_t seq_len, cons
                 v_ref = v.to(torch::kFloat64).requires_grad_(true);
   torch::Tensor head_scale_ref =
       head_scale.defined() ? head_scale.to(torch::kFloat64).requires_grad_(true) : torch::Tensor();
-  torch::Tensor bias_params_ref =
-      bias_params.defined() ? bias_params.to(torch::kFloat64).requires_grad_(true) : torch::Tensor();
-  const torch::Tensor o_ref =
-      attention::reference_attention(q_ref, k_ref, v_ref, c.method, head_scale_ref, bias_params_ref);
+  const torch::Tensor o_ref = attention::reference_attention(
+      q_ref, k_ref, v_ref, c.method, head_scale_ref, attention::learned_bias_table(c.method, params_ref, seq_len));
   o_ref.backward(d_o.to(torch::kFloat64));
 
   const double tolerance = dtype == torch::kBFloat16 ? 2e-2 : 1e-4;
@@ -113,9 +123,8 @@ bool check_case(torch::ScalarType dtype, int64_t head_dim, int64_t seq_len, cons
   if (head_scale.defined()) {
     entries.push_back({"dhead_scale", relative_error(head_scale_ours.grad(), head_scale_ref.grad(), 1.0)});
   }
-  if (bias_params.defined()) {
-    entries.push_back({"dbias_params", relative_error(bias_params_ours.grad(), bias_params_ref.grad(), 1.0)});
-  }
+  for (size_t p = 0; p < params_ours.size(); ++p)
+    entries.push_back({learned[p].name, relative_error(params_ours[p].grad(), params_ref[p].grad(), 1.0)});
   bool ok = true;
   std::string line;
   for (const Entry& e : entries) {

@@ -819,7 +819,13 @@ using attention::cuda::relative_error;  // attention/cuda/relative_error.h
 void check_kernels(std::mt19937& rng) {
   const float head_scales[2] = {0.8f, 1.3f};
   const float alibi_slopes[2] = {0.25f, 0.0625f};
-  const float bias_params[2 * attention::kBiasParams] = {1.5f, 0.8f, 0.6f, 2.0f};  // KERPLE r1, r2
+  // A learned bias table for 2 heads up to T = 130: KERPLE-log's −r1·ln(1 + r2·t) with
+  // (r1, r2) = (1.5, 0.8) and (0.6, 2.0).
+  constexpr int kTableLen = 130;
+  std::vector<float> kerple_table(2 * kTableLen);
+  const float r[2][2] = {{1.5f, 0.8f}, {0.6f, 2.0f}};
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < kTableLen; ++t) kerple_table[h * kTableLen + t] = -r[h][0] * std::log1p(r[h][1] * t);
   struct ModCase {
     const char* name;
     ScoreMod mod;
@@ -831,8 +837,8 @@ void check_kernels(std::mt19937& rng) {
   ScoreMod logn_kerple;
   logn_kerple.row = attention::RowFactor::kLogN;
   logn_kerple.head_scale = head_scales;
-  logn_kerple.distance = attention::DistanceMod::kKerpleLog;
-  logn_kerple.bias_params = bias_params;
+  logn_kerple.bias_table = kerple_table.data();
+  logn_kerple.bias_table_len = kTableLen;
   const ModCase mods[] = {{"scale-invariant+alibi", si_alibi}, {"logn+head_scale+kerple", logn_kerple}};
 
   std::normal_distribution<float> normal(0.f, 1.f);
