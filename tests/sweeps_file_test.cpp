@@ -1,10 +1,13 @@
 // Sweep files: parsing, validation messages (file:line:column, key, did-you-mean), expansion
 // counts and run ids.
 #include <gtest/gtest.h>
+
+#include <map>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -253,12 +256,32 @@ TEST(SweepPlan, OneLinePerRunStartingWithItsId) {
 }
 
 TEST(SweepShipped, EveryShippedSweepExpandsAsDocumented) {
+  // sweeps/README.md's table of shipped sweeps: "| `file.yaml` | what | runs |", each row's count
+  // against the file's expansion, and every .yaml in sweeps/ in the table.
   const std::string dir = std::string(HARNESS_SOURCE_DIR) + "/sweeps/";
-  const std::vector<std::pair<std::string, size_t>> expected = {
-      {"quickstart.yaml", 6}, {"tau-ablation.yaml", 15}, {"table1.yaml", 42}, {"context-lengths.yaml", 6}};
-  for (const auto& [file, runs] : expected) {
+  std::ifstream readme(dir + "README.md");
+  ASSERT_TRUE(readme) << "sweeps/README.md";
+  // A row may name several files (`a.yaml`, `b.yaml`), each with that count.
+  std::map<std::string, size_t> documented;
+  for (std::string line; std::getline(readme, line);) {
+    if (line.rfind("| `", 0) != 0 || line.find(".yaml`") == std::string::npos) continue;
+    const size_t runs = size_t(std::stoul(line.substr(line.rfind('|', line.size() - 2) + 1)));
+    const std::string files = line.substr(2, line.find(" |", 2) - 2);
+    for (size_t at = files.find('`'); at != std::string::npos; at = files.find('`', files.find('`', at + 1) + 1))
+      documented[files.substr(at + 1, files.find('`', at + 1) - at - 1)] = runs;
+  }
+  // Every sweep file (one with a `base:`) is in the table; critical-scaling.yaml is a theory grid.
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.find("\nbase:") != std::string::npos)
+      EXPECT_TRUE(documented.count(entry.path().filename().string())) << entry.path() << " is not in sweeps/README.md";
+  }
+  EXPECT_GE(documented.size(), 9u);
+  for (const auto& [file, runs] : documented) EXPECT_EQ(load_sweep(dir + file).runs.size(), runs) << file;
+  for (const std::string file : {"quickstart.yaml", "tau-ablation.yaml", "table1.yaml", "context-lengths.yaml"}) {
     const auto sweep = load_sweep(dir + file);
-    EXPECT_EQ(sweep.runs.size(), runs) << file;
     for (const auto& run : sweep.runs) {
       EXPECT_EQ(run.loaded.config.data.corpus, "sotu") << file;
       EXPECT_EQ(run.loaded.config.eval_contexts().size(), 3u) << file;
