@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/export_table.h"
+#include "analysis/export/export_table.h"
 
 namespace analysis {
 

@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "analysis/theory/critical_scaling_config.h"
-#include "analysis/loss_table.h"
+#include "analysis/export/loss_table.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "results/run_paths.h"

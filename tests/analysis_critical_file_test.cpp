@@ -13,7 +13,7 @@
 #include "analysis/theory/critical_figures.h"
 #include "analysis/theory/critical_scaling.h"
 #include "analysis/theory/critical_scaling_file.h"
-#include "analysis/plot.h"
+#include "analysis/export/plot.h"
 #include "results/hdf5_io.h"
 #include "test_support.h"
 

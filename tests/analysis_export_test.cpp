@@ -11,9 +11,9 @@
 #include <set>
 #include <sstream>
 
-#include "analysis/export_curves.h"
-#include "analysis/export_table.h"
-#include "analysis/loss_table.h"
+#include "analysis/export/export_curves.h"
+#include "analysis/export/export_table.h"
+#include "analysis/export/loss_table.h"
 #include "analysis/run_set.h"
 #include "analysis/theory/theory_entropy.h"
 #include "harness/config/schema.h"

@@ -9,7 +9,7 @@
 #include <limits>
 #include <sstream>
 
-#include "analysis/plot.h"
+#include "analysis/export/plot.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

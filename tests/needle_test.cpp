@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "analysis/export_table.h"
+#include "analysis/export/export_table.h"
 #include "analysis/run_set.h"
 #include "attention/attention.h"
 #include "harness/config/schema.h"

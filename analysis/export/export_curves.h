@@ -1,8 +1,9 @@
 // `harness export curves`: the paper's figures as data (one CSV per figure, header row) and as
-// pictures (gnuplot → SVG and PNG; analysis/plot.h), from a sweep file, a run or results directory,
-// or a theory file:
+// pictures (gnuplot → SVG and PNG; analysis/export/plot.h), from a sweep file, a run or results
+// directory, or a theory file:
 //
-//   runs:   loss_vs_step_T<T>       validation loss against step, a line per run
+//   runs (run_figures.h):
+//           loss_vs_step_T<T>       validation loss against step, a line per run
 //           loss_vs_tau             final loss against τ/L per context, error bars over seeds (Fig. 5);
 //                                   `harness analyse`'s loss when every run has it
 //           loss_vs_tau_tokens      the same against τ in tokens (runs trained at several L)
@@ -12,7 +13,8 @@
 //           range_entropy_T<T>      entropy in [t, tΔ) against t at the longest T (Fig. 2)
 //           qq_T<T>                 raw-score quantiles against normal ones (Appendix J; needs
 //                                   `harness analyse`)
-//   theory: theory_entropy_vs_context, theory_recent_mass_vs_context, theory_band_entropy,
+//   theory (analysis/theory/theory_figures.h):
+//           theory_entropy_vs_context, theory_recent_mass_vs_context, theory_band_entropy,
 //           theory_range_entropy_D<Δ> with the ln t and √(ln t) fits (Figs 2, 6), theory_lemma1
 //   critical scaling (`harness theory critical`): the heatmaps of λ and η over (ρ, γ), γ̂_c
 //           against ρ, the causal phases and the γ̂_c table (analysis/theory/critical_figures.h)
@@ -23,25 +25,13 @@
 #include <string>
 #include <vector>
 
-#include "analysis/plot.h"
+#include "analysis/export/figure_writer.h"
 
 namespace analysis {
 
 struct CurvesOptions {
   std::string out_dir;
   std::string theory;  // a `harness theory entropy` file to overlay on the runs' figures
-};
-
-struct FigureFiles {
-  std::string name;
-  std::vector<std::string> csv;
-  RenderResult render;
-};
-
-struct CurvesResult {
-  std::vector<FigureFiles> figures;
-  std::vector<std::string> notes;   // figures not drawn and why; unreadable files
-  std::vector<std::string> tables;  // markdown tables that come with the figures (γ̂_c)
 };
 
 // Throws harness::InputError when the input is none of the accepted kinds.

@@ -1,4 +1,4 @@
-#include "analysis/export_table.h"
+#include "analysis/export/export_table.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-#include "analysis/loss_table.h"
+#include "analysis/export/loss_table.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "analysis/plot.h"
+#include "analysis/export/plot.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

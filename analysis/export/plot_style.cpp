@@ -1,4 +1,4 @@
-#include "analysis/plot_style.h"
+#include "analysis/export/plot_style.h"
 
 #include <fmt/format.h>
 

@@ -12,7 +12,7 @@
 #include <stdexcept>
 
 #include "analysis/theory/critical_scaling_file.h"
-#include "analysis/plot.h"
+#include "analysis/export/plot.h"
 
 namespace fs = std::filesystem;
 

@@ -1,5 +1,5 @@
 // Figures and tables of a critical-scaling file (critical_scaling_file.h), as CSV + gnuplot
-// (analysis/plot.h). What `harness export curves FILE --out DIR` calls for files whose kind is
+// (analysis/export/plot.h). What `harness export curves FILE --out DIR` calls for files whose kind is
 // "critical-scaling", and `harness theory critical --figures DIR`.
 //
 //   critical_lambda_n<n>_d<d>.{gp,svg,png}  heatmap of λ over (ρ, γ), log γ, with γ = 1/(1−ρ),
