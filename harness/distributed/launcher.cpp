@@ -47,33 +47,17 @@ std::vector<std::string> without_option(const std::vector<std::string>& args, co
 
 namespace {
 
-// One start of the ranks on `port`; returns the launcher's exit code as launch_local documents it.
-int launch_attempt(const std::string& exe, const std::vector<std::string>& args, int nproc,
-                   std::chrono::milliseconds grace, int port) {
-  World world;
-  world.size = nproc;
-  world.master_addr = "127.0.0.1";
-  world.master_port = port;
-  struct sigaction action {};
-  action.sa_handler = on_launcher_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-
-  // Everything the children need is built before fork(): they only set variables and exec.
-  std::vector<std::vector<std::string>> environments;
-  for (int r = 0; r < nproc; ++r) {
-    world.rank = world.local_rank = r;
-    environments.push_back(rank_environment(world));
-  }
+// Forks and execs one rank per environment; the children die with the launcher. Everything a
+// child needs is built before fork(): it only sets variables and execs.
+std::vector<pid_t> start_ranks(const std::string& exe, const std::vector<std::string>& args,
+                               const std::vector<std::vector<std::string>>& environments) {
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(exe.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const pid_t launcher = ::getpid();
-
   std::vector<pid_t> children;
-  for (int r = 0; r < nproc; ++r) {
+  for (const auto& environment : environments) {
     const pid_t pid = ::fork();
     if (pid < 0) {
       for (const pid_t c : children) ::kill(c, SIGKILL);
@@ -82,13 +66,19 @@ int launch_attempt(const std::string& exe, const std::vector<std::string>& args,
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != launcher) ::_exit(1);  // the launcher died before prctl
-      for (const auto& kv : environments[size_t(r)]) ::putenv(const_cast<char*>(kv.c_str()));
+      for (const auto& kv : environment) ::putenv(const_cast<char*>(kv.c_str()));
       ::execv(exe.c_str(), argv.data());
       ::_exit(127);
     }
     children.push_back(pid);
   }
+  return children;
+}
 
+// Waits for every rank: forwards the launcher's SIGINT / SIGTERM to them, and kills the rest
+// `grace` after the first failure. Returns the launcher's exit code as launch_local documents it.
+int supervise_ranks(const std::vector<pid_t>& children, std::chrono::milliseconds grace) {
+  const int nproc = int(children.size());
   std::vector<int> codes(size_t(nproc), -1);
   int running = nproc, first_failure = -1, forwarded = 0;
   std::chrono::steady_clock::time_point kill_at{};
@@ -132,6 +122,26 @@ int launch_attempt(const std::string& exe, const std::vector<std::string>& args,
   for (const int c : codes)
     if (c != 0) return c;
   return 0;
+}
+
+// One start of the ranks on `port`; returns the launcher's exit code as launch_local documents it.
+int launch_attempt(const std::string& exe, const std::vector<std::string>& args, int nproc,
+                   std::chrono::milliseconds grace, int port) {
+  World world;
+  world.size = nproc;
+  world.master_addr = "127.0.0.1";
+  world.master_port = port;
+  struct sigaction action {};
+  action.sa_handler = on_launcher_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  std::vector<std::vector<std::string>> environments;
+  for (int r = 0; r < nproc; ++r) {
+    world.rank = world.local_rank = r;
+    environments.push_back(rank_environment(world));
+  }
+  return supervise_ranks(start_ranks(exe, args, environments), grace);
 }
 
 }  // namespace

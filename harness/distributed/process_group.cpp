@@ -154,67 +154,78 @@ void start_heartbeat(c10::intrusive_ptr<c10d::Store> store, int rank, std::share
     }
   }).detach();  // never joined: a set() to a stopped rank 0 may block for the store's timeout
 }
+// Joins the TCP store on MASTER_ADDR:MASTER_PORT. Under torchrun's static rendezvous its agent
+// already hosts the store on MASTER_PORT: every rank joins it as a client, as torchrun's own
+// workers do. Otherwise rank 0 hosts it. Errors name the rank, the address and the likely cause.
+c10::intrusive_ptr<c10d::Store> connect_store(const World& world, std::chrono::milliseconds timeout) {
+  const std::string where = world.master_addr + ":" + std::to_string(world.master_port);
+  const std::string rank_text = "rank " + std::to_string(world.rank) + " of " + std::to_string(world.size);
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(world.master_port);
+  store_options.isServer = world.rank == 0 && !world.join_agent_store;
+  store_options.numWorkers = static_cast<std::size_t>(world.size);
+  store_options.waitWorkers = true;
+  store_options.timeout = timeout;
+  try {
+    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(world.master_addr, store_options);
+    // This attempt's keys apart from an earlier (restarted) group's, under torchrun's own prefix.
+    if (world.join_agent_store)
+      store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(world.restart_count), store);
+    return store;
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    why = why.substr(0, why.find('\n'));
+    if (store_options.isServer && std::string(e.what()).find("ddress already in use") != std::string::npos)
+      throw PortInUse("rendezvous (" + rank_text + ", " + world.source + "): cannot listen on " + where +
+                      ": the port is taken (" + why + ")");
+    if (store_options.isServer)
+      throw std::runtime_error("rendezvous (" + rank_text + ", " + world.source + "): listening on " + where +
+                               " failed or not all " + std::to_string(world.size) +
+                               " ranks arrived within " + seconds_text(timeout) +
+                               " (run.dist_timeout; is the port in use, or a rank missing?): " + why);
+    throw std::runtime_error("rendezvous (" + rank_text + ", " + world.source + "): no store at " + where +
+                             " within " + seconds_text(timeout) +
+                             (world.join_agent_store ? " (run.dist_timeout; torchrun's agent store)"
+                                                     : " (run.dist_timeout; is rank 0 running, are MASTER_ADDR and MASTER_PORT right?)") +
+                             ": " + why);
+  }
+}
+
+// The same run on every rank: each checks in with its run id, rank 0 compares them all and posts
+// the verdict the others wait for.
+void check_same_run(c10d::Store& store, const World& world, const std::string& run_id) {
+  try {
+    store.set("run_id/" + std::to_string(world.rank), to_bytes(run_id));
+    if (world.rank == 0) {
+      for (int r = 1; r < world.size; ++r) {
+        const std::string theirs = to_string(store.get("run_id/" + std::to_string(r)));
+        if (theirs != run_id) {
+          const std::string message = "rank " + std::to_string(r) + " has run id " + theirs +
+                                      ", rank 0 has " + run_id +
+                                      ": the ranks were given different configs";
+          store.set("rendezvous", to_bytes("error: " + message));
+          throw std::runtime_error("rendezvous: " + message);
+        }
+      }
+      store.set("rendezvous", to_bytes("ok"));
+    } else {
+      const std::string verdict = to_string(store.get("rendezvous"));
+      if (verdict != "ok") throw std::runtime_error("rendezvous: " + verdict.substr(verdict.find(' ') + 1));
+    }
+  } catch (const std::runtime_error& e) {
+    if (std::string(e.what()).rfind("rendezvous: ", 0) == 0) throw;
+    throw std::runtime_error("rendezvous (rank " + std::to_string(world.rank) + " of " + std::to_string(world.size) +
+                             ") at " + world.master_addr + ":" + std::to_string(world.master_port) + ": " + e.what());
+  }
+}
 }  // namespace
 
 ProcessGroup::ProcessGroup(const World& world, const std::string& run_id,
                            std::chrono::milliseconds timeout, c10::Device device)
     : world_(world), timeout_(timeout), impl_(std::make_unique<Impl>()) {
-  const std::string where = world_.master_addr + ":" + std::to_string(world_.master_port);
   const std::string rank_text = "rank " + std::to_string(world_.rank) + " of " + std::to_string(world_.size);
-  c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<std::uint16_t>(world_.master_port);
-  // Under torchrun's static rendezvous its agent already hosts the store on MASTER_PORT: every
-  // rank joins it as a client, as torchrun's own workers do. Otherwise rank 0 hosts it.
-  store_options.isServer = world_.rank == 0 && !world_.join_agent_store;
-  store_options.numWorkers = static_cast<std::size_t>(world_.size);
-  store_options.waitWorkers = true;
-  store_options.timeout = timeout_;
-  try {
-    impl_->store = c10::make_intrusive<c10d::TCPStore>(world_.master_addr, store_options);
-    // This attempt's keys apart from an earlier (restarted) group's, under torchrun's own prefix.
-    if (world_.join_agent_store)
-      impl_->store = c10::make_intrusive<c10d::PrefixStore>(
-          "/worker/attempt_" + std::to_string(world_.restart_count), impl_->store);
-  } catch (const std::exception& e) {
-    std::string why = e.what();
-    why = why.substr(0, why.find('\n'));
-    if (store_options.isServer && std::string(e.what()).find("ddress already in use") != std::string::npos)
-      throw PortInUse("rendezvous (" + rank_text + ", " + world_.source + "): cannot listen on " + where +
-                      ": the port is taken (" + why + ")");
-    if (store_options.isServer)
-      throw std::runtime_error("rendezvous (" + rank_text + ", " + world_.source + "): listening on " + where +
-                               " failed or not all " + std::to_string(world_.size) +
-                               " ranks arrived within " + seconds_text(timeout_) +
-                               " (run.dist_timeout; is the port in use, or a rank missing?): " + why);
-    throw std::runtime_error("rendezvous (" + rank_text + ", " + world_.source + "): no store at " + where +
-                             " within " + seconds_text(timeout_) +
-                             (world_.join_agent_store ? " (run.dist_timeout; torchrun's agent store)"
-                                                      : " (run.dist_timeout; is rank 0 running, are MASTER_ADDR and MASTER_PORT right?)") +
-                             ": " + why);
-  }
-  // The same run on every rank: each checks in with its run id, rank 0 compares them all.
-  try {
-    impl_->store->set("run_id/" + std::to_string(world_.rank), to_bytes(run_id));
-    if (world_.rank == 0) {
-      for (int r = 1; r < world_.size; ++r) {
-        const std::string theirs = to_string(impl_->store->get("run_id/" + std::to_string(r)));
-        if (theirs != run_id) {
-          const std::string message = "rank " + std::to_string(r) + " has run id " + theirs +
-                                      ", rank 0 has " + run_id +
-                                      ": the ranks were given different configs";
-          impl_->store->set("rendezvous", to_bytes("error: " + message));
-          throw std::runtime_error("rendezvous: " + message);
-        }
-      }
-      impl_->store->set("rendezvous", to_bytes("ok"));
-    } else {
-      const std::string verdict = to_string(impl_->store->get("rendezvous"));
-      if (verdict != "ok") throw std::runtime_error("rendezvous: " + verdict.substr(verdict.find(' ') + 1));
-    }
-  } catch (const std::runtime_error& e) {
-    if (std::string(e.what()).rfind("rendezvous: ", 0) == 0) throw;
-    throw std::runtime_error("rendezvous (" + rank_text + ") at " + where + ": " + e.what());
-  }
+  impl_->store = connect_store(world_, timeout_);
+  check_same_run(*impl_->store, world_, run_id);
 
   // From here on every key is the run's own: a store shared with another run cannot mix them.
   impl_->store = c10::make_intrusive<c10d::PrefixStore>("run/" + run_id, impl_->store);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <exception>
 #include <optional>
 #include <thread>
 
@@ -221,54 +222,21 @@ class TrainingSession {
     install_interrupt_handlers();
     const bool bar = lead() && (options_.progress_bar < 0 ? stderr_is_terminal() : options_.progress_bar == 1);
     Progress progress(run_log_, c_.train.steps, c_.run.log_every, bar);
-    const int64_t micro_batches = c_.train.batch_size / micro_;  // over all ranks
-    auto& model = setup_->model;
-    auto& optim = *setup_->optim;
-    model->train();
+    setup_->model->train();
     const int64_t session_start = step_;
     try {
       while (step_ < c_.train.steps) {
-        const bool session_over =
-            options_.stop_after_steps > 0 && step_ - session_start >= options_.stop_after_steps;
-        // One process polls its own signal; ranks stop on the flag the last all-reduce carried,
-        // so all of them stop at the same step.
-        const bool signalled = group_ ? stop_flag_ : interrupt_requested();
-        if (signalled || session_over) {
-          const std::string reason =
-              session_over ? fmt::format("stopped after {} steps this session (--stop-after-steps)",
-                                         options_.stop_after_steps)
-              : interrupt_signal() ? fmt::format("signal {} at step {}", interrupt_signal(), step_)
-                                   : fmt::format("a signal to another rank at step {}", step_);
-          stop_as(progress, results::RunState::kInterrupted, reason);
-          outcome_.stopped_as_asked = session_over && !signalled;
-          log->warn("interrupted ({}); checkpoint saved, continue with --resume", reason);
+        if (const auto reason = stop_reason(session_start)) {
+          stop_as(progress, results::RunState::kInterrupted, *reason);
+          log->warn("interrupted ({}); checkpoint saved, continue with --resume", *reason);
           return outcome_;
         }
         const auto t0 = Clock::now();
         const double factor = models::lr_factor(c_.schedule, step_, c_.train.steps);
-        optim.set_lr_factor(factor);
-        optim.zero_grad();
-        // (B, L + 1): the step's windows, the same on every rank; this rank's rows of them. On
-        // CUDA in pinned memory, so that each micro-batch's copy runs asynchronously.
-        const auto batch = stream_->next_batch(c_.train.batch_size);
-        const bool cuda = setup_->device.is_cuda();
-        auto mine = batch.slice(0, world_.rank * share_, (world_.rank + 1) * share_);
-        if (cuda) mine = mine.pin_memory();
-        // The step's loss stays on the device until the step is logged: no synchronisation
-        // after each micro-batch.
-        auto loss_total = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(setup_->device));
-        for (int64_t start = 0; start < share_; start += micro_) {
-          const auto micro = mine.slice(0, start, start + micro_).to(setup_->device, /*non_blocking=*/cuda);  // (m, L + 1)
-          const auto inputs = micro.slice(1, 0, c_.train.context);
-          const auto targets = micro.slice(1, 1, c_.train.context + 1);
-          auto loss = model->loss(inputs, targets) / double(micro_batches);
-          if (reducer_ && start + micro_ >= share_) reducer_->arm();  // the step's last backward
-          loss.backward();
-          loss_total += loss.detach().to(torch::kDouble);
-        }
-        double loss_sum = loss_total.item<double>();  // read once per step, for its row and log
-        if (group_) loss_sum = finish_step_reduction(loss_sum);
-        const double grad_norm = models::clip_grad_norm(model, c_.train.grad_clip);
+        setup_->optim->set_lr_factor(factor);
+        setup_->optim->zero_grad();
+        const double loss_sum = forward_backward();
+        const double grad_norm = models::clip_grad_norm(setup_->model, c_.train.grad_clip);
         if (!std::isfinite(loss_sum) || !std::isfinite(grad_norm)) {
           const std::string reason = fmt::format("non-finite {} at step {}",
                                                  std::isfinite(loss_sum) ? "gradient norm" : "loss",
@@ -277,19 +245,8 @@ class TrainingSession {
           log->error("run failed: {}", reason);
           return outcome_;
         }
-        optim.step();
-        ++step_;
-        tokens_ += c_.train.batch_size * c_.train.context;
-        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-        train_seconds_ += dt;
-        record_.train.step.push_back(step_);
-        record_.train.tokens.push_back(tokens_);
-        record_.train.loss.push_back(loss_sum);
-        record_.train.lr.push_back(factor);
-        record_.train.grad_norm.push_back(grad_norm);
-        record_.train.seconds.push_back(train_seconds_);
-        progress.update(step_, loss_sum, double(c_.train.batch_size * c_.train.context) / dt);
-
+        setup_->optim->step();
+        record_step(progress, loss_sum, factor, grad_norm, std::chrono::duration<double>(Clock::now() - t0).count());
         const bool last = step_ == c_.train.steps;
         if (last || (c_.eval.every > 0 && step_ % c_.eval.every == 0)) run_eval(progress);
         if (!last && c_.run.checkpoint_every > 0 && step_ % c_.run.checkpoint_every == 0)
@@ -297,16 +254,7 @@ class TrainingSession {
       }
     } catch (...) {
       progress.finish();
-      record_.state = results::RunState::kFailed;
-      record_.status_step = step_;
-      try {
-        throw;
-      } catch (const std::exception& e) {
-        record_.reason = e.what();
-      } catch (...) {
-        record_.reason = "unknown error";
-      }
-      if (lead()) results::publish(record_, paths_.results);  // keep the rows written so far
+      record_failure(std::current_exception());
       throw;
     }
     progress.finish();
@@ -324,6 +272,74 @@ class TrainingSession {
   }
 
  private:
+  // Why the loop stops before step_ (a signal, or --stop-after-steps), or nothing. One process
+  // polls its own signal; ranks stop on the flag the last all-reduce carried, so all of them stop
+  // at the same step.
+  std::optional<std::string> stop_reason(int64_t session_start) {
+    const bool session_over = options_.stop_after_steps > 0 && step_ - session_start >= options_.stop_after_steps;
+    const bool signalled = group_ ? stop_flag_ : interrupt_requested();
+    if (!signalled && !session_over) return std::nullopt;
+    outcome_.stopped_as_asked = session_over && !signalled;
+    if (session_over)
+      return fmt::format("stopped after {} steps this session (--stop-after-steps)", options_.stop_after_steps);
+    if (interrupt_signal()) return fmt::format("signal {} at step {}", interrupt_signal(), step_);
+    return fmt::format("a signal to another rank at step {}", step_);
+  }
+
+  // One step's forward and backward passes over this rank's micro-batches; returns the step's
+  // loss (summed over ranks when data parallel), its gradients left in the parameters.
+  double forward_backward() {
+    const int64_t micro_batches = c_.train.batch_size / micro_;  // over all ranks
+    // (B, L + 1): the step's windows, the same on every rank; this rank's rows of them. On CUDA
+    // in pinned memory, so that each micro-batch's copy runs asynchronously.
+    const auto batch = stream_->next_batch(c_.train.batch_size);
+    const bool cuda = setup_->device.is_cuda();
+    auto mine = batch.slice(0, world_.rank * share_, (world_.rank + 1) * share_);
+    if (cuda) mine = mine.pin_memory();
+    // The step's loss stays on the device until the step is logged: no synchronisation after
+    // each micro-batch.
+    auto loss_total = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(setup_->device));
+    for (int64_t start = 0; start < share_; start += micro_) {
+      const auto micro = mine.slice(0, start, start + micro_).to(setup_->device, /*non_blocking=*/cuda);  // (m, L + 1)
+      const auto inputs = micro.slice(1, 0, c_.train.context);
+      const auto targets = micro.slice(1, 1, c_.train.context + 1);
+      auto loss = setup_->model->loss(inputs, targets) / double(micro_batches);
+      if (reducer_ && start + micro_ >= share_) reducer_->arm();  // the step's last backward
+      loss.backward();
+      loss_total += loss.detach().to(torch::kDouble);
+    }
+    const double loss_sum = loss_total.item<double>();  // read once per step, for its row and log
+    return group_ ? finish_step_reduction(loss_sum) : loss_sum;
+  }
+
+  // The finished step's row of /train and its progress line.
+  void record_step(Progress& progress, double loss, double lr_factor, double grad_norm, double seconds) {
+    ++step_;
+    tokens_ += c_.train.batch_size * c_.train.context;
+    train_seconds_ += seconds;
+    record_.train.step.push_back(step_);
+    record_.train.tokens.push_back(tokens_);
+    record_.train.loss.push_back(loss);
+    record_.train.lr.push_back(lr_factor);
+    record_.train.grad_norm.push_back(grad_norm);
+    record_.train.seconds.push_back(train_seconds_);
+    progress.update(step_, loss, double(c_.train.batch_size * c_.train.context) / seconds);
+  }
+
+  // A run that threw: its record says so, with the rows written so far kept.
+  void record_failure(std::exception_ptr error) {
+    record_.state = results::RunState::kFailed;
+    record_.status_step = step_;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      record_.reason = e.what();
+    } catch (...) {
+      record_.reason = "unknown error";
+    }
+    if (lead()) results::publish(record_, paths_.results);
+  }
+
   bool lead() const { return world_.rank == 0; }
 
   // Rank 0, before anything is written: refuse to clobber, read the record of a run to resume.
