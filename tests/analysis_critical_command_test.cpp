@@ -21,20 +21,13 @@ const char* kTinyYaml =
     "experiment: critical-scaling\nn: [64]\nd: [4]\nrho: [0.5]\ngamma: {count: 5}\nrows: 16\n"
     "hutchinson: {rows: 8, probes: 2}\ncausal: {rows: 16}\nthreads: 1\n";
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Runs the harness binary in `dir` with `args`; returns its exit code, output in *output.
 int harness(const fs::path& dir, const std::string& args, std::string* output) {
   const fs::path log = dir / "harness.log";
   const std::string cmd = "cd '" + dir.string() + "' && " + HARNESS_BINARY + " " + args + " > '" +
                           log.string() + "' 2>&1";
   const int status = std::system(cmd.c_str());
-  if (output) *output = read(log);
+  if (output) *output = test_support::read_text(log);
   fs::remove(log);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

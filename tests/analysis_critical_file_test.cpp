@@ -36,13 +36,6 @@ analysis::CriticalScalingConfig tiny_grid() {
   return c;
 }
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 void expect_same(const std::vector<double>& a, const std::vector<double>& b, const char* what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t i = 0; i < a.size(); ++i)
@@ -139,7 +132,7 @@ TEST(CriticalScalingFile, FiguresAndTableShowTheFilesNumbers) {
   const auto figures = analysis::export_critical_scaling_figures(path, (dir.path / "fig").string());
   for (const auto& f : figures.files) EXPECT_TRUE(fs::exists(f)) << f;
   // The γ̂_c CSV holds the file's values; the table prints them.
-  const std::string csv = read(dir.path / "fig" / "critical_gamma_c_n64.csv");
+  const std::string csv = test_support::read_text(dir.path / "fig" / "critical_gamma_c_n64.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "rho,gamma_c_theory,c_in_d4,gamma_c_c_in_d4,gamma_c_hat_d4,c_in_d16,gamma_c_c_in_d16,"
             "gamma_c_hat_d16,gamma_c_hat_in_grid_d4,gamma_c_hat_beyond_grid_d4,gamma_c_hat_in_grid_d16,"
@@ -165,7 +158,7 @@ TEST(CriticalScalingFile, FiguresAndTableShowTheFilesNumbers) {
   EXPECT_NE(figures.gamma_c_table.find(fmt::format("{:.3f} |", hat)), std::string::npos)
       << figures.gamma_c_table;
   EXPECT_NE(figures.gamma_c_table.find("| 0.60 | 2.500 |"), std::string::npos);
-  EXPECT_EQ(read(dir.path / "fig" / "critical_gamma_c.md").find("# Critical γ"), 0u);
+  EXPECT_EQ(test_support::read_text(dir.path / "fig" / "critical_gamma_c.md").find("# Critical γ"), 0u);
   if (analysis::gnuplot_available()) {
     EXPECT_TRUE(figures.notices.empty()) << figures.notices.front();
     for (const char* image : {"critical_lambda_n64_d16.png", "critical_eta_n64_d4.png",

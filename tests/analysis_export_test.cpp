@@ -210,12 +210,7 @@ TEST(ExportCurves, EveryFigureHasACsvWithAHeaderAndItsPictures) {
   for (const auto& f : result.figures) {
     ASSERT_FALSE(f.csv.empty()) << f.name;
     for (const auto& csv : f.csv) {
-      const auto rows = lines([&] {
-        std::ifstream in(csv);
-        std::stringstream s;
-        s << in.rdbuf();
-        return s.str();
-      }());
+      const auto rows = lines(test_support::read_text(csv));
       ASSERT_GE(rows.size(), 2u) << csv;
       const size_t columns = split(rows[0], ',').size();
       for (const auto& r : rows) EXPECT_EQ(split(r + " ", ',').size(), columns) << csv << ": " << r;
@@ -362,13 +357,6 @@ TEST(LossTable, MeanOverSeedsIsTheMeanAndItsStandardError) {
 
 namespace {
 
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Every titled plot clause of a gnuplot script, as "colour dash point style": two equal ones
 // would be two series a reader cannot tell apart.
 std::vector<std::string> looks(const std::string& script) {
@@ -394,7 +382,7 @@ size_t count_of(const std::string& text, const std::string& part) {
 }
 
 void expect_distinct_looks(const std::string& dir, const std::string& name) {
-  const std::string script = read_all(fs::path(dir) / (name + ".gp"));
+  const std::string script = test_support::read_text(fs::path(dir) / (name + ".gp"));
   const auto l = looks(script);
   EXPECT_FALSE(l.empty()) << name;
   std::set<std::string> seen;
@@ -412,13 +400,13 @@ TEST(ExportCurves, EverySeriesLooksDifferentAndTitlesSayTheSeeds) {
   ASSERT_GE(result.figures.size(), 3u);
   for (const auto& f : result.figures) {
     expect_distinct_looks(out.path.string(), f.name);
-    const std::string title = title_of(read_all(out.path / (f.name + ".gp")));
+    const std::string title = title_of(test_support::read_text(out.path / (f.name + ".gp")));
     EXPECT_NE(title.find("seed"), std::string::npos) << f.name << ": " << title;
   }
   // rope has 3 seeds, alibi 2 done: "± s.e." is said, with the count.
-  EXPECT_NE(title_of(read_all(out.path / "entropy_vs_context.gp")).find("mean ± s.e. over 3 seeds"), std::string::npos);
+  EXPECT_NE(title_of(test_support::read_text(out.path / "entropy_vs_context.gp")).find("mean ± s.e. over 3 seeds"), std::string::npos);
   // rope keeps its colour from figure to figure.
-  const std::string a = read_all(out.path / "entropy_vs_context.gp"), b = read_all(out.path / "loss_vs_step_T64.gp");
+  const std::string a = test_support::read_text(out.path / "entropy_vs_context.gp"), b = test_support::read_text(out.path / "loss_vs_step_T64.gp");
   EXPECT_NE(a.find("lc rgb '#0072B2'"), std::string::npos);
   EXPECT_NE(b.find("lc rgb '#0072B2'"), std::string::npos);
 }
@@ -439,12 +427,12 @@ TEST(ExportCurves, TheoryFiguresDrawTheirStandardErrorsAndTheirTrials) {
   ASSERT_FALSE(result.figures.empty());
   for (const auto& f : result.figures) {
     expect_distinct_looks((tmp.path / "fig").string(), f.name);
-    const std::string script = read_all(tmp.path / "fig" / (f.name + ".gp"));
+    const std::string script = test_support::read_text(tmp.path / "fig" / (f.name + ".gp"));
     EXPECT_NE(title_of(script).find("16 trials"), std::string::npos) << f.name;
     EXPECT_NE(script.find("yerror"), std::string::npos) << f.name << ": no error bars";
   }
   // The se columns are filled from the file's *_se datasets.
-  const auto csv = lines(read_all(tmp.path / "fig" / "theory_entropy_vs_context.csv"));
+  const auto csv = lines(test_support::read_text(tmp.path / "fig" / "theory_entropy_vs_context.csv"));
   ASSERT_EQ(csv.size(), 3u);
   const auto head = split(csv[0], ',');
   const auto row = split(csv[1], ',');
@@ -463,9 +451,9 @@ TEST(ExportCurves, TheoryFiguresDrawTheirStandardErrorsAndTheirTrials) {
   bool said = false;
   for (const auto& note : over.notes) said = said || note.find("has no run with that τ") != std::string::npos;
   EXPECT_TRUE(said);
-  const std::string overlay = read_all(tmp.path / "over" / "entropy_vs_context.gp");
+  const std::string overlay = test_support::read_text(tmp.path / "over" / "entropy_vs_context.gp");
   EXPECT_EQ(overlay.find("si τ=10"), std::string::npos) << "theory of a τ no run has is not drawn";
-  EXPECT_NE(read_all(tmp.path / "over" / "entropy_vs_context_theory.csv").find("theory standard"), std::string::npos);
+  EXPECT_NE(test_support::read_text(tmp.path / "over" / "entropy_vs_context_theory.csv").find("theory standard"), std::string::npos);
 }
 
 namespace {
@@ -522,19 +510,19 @@ TEST(ExportCurves, EveryFigureKindOfATauSweepHasDistinctSeriesAndSaysItsSeeds) {
   for (const auto& f : result.figures) {
     kinds.insert(f.name.substr(0, f.name.find("_T")));
     expect_distinct_looks(out.path.string(), f.name);
-    const std::string title = title_of(read_all(out.path / (f.name + ".gp")));
+    const std::string title = title_of(test_support::read_text(out.path / (f.name + ".gp")));
     EXPECT_NE(title.find("seeds"), std::string::npos) << f.name << ": " << title;
   }
   for (const char* kind : {"loss_vs_step", "loss_vs_tau", "entropy_vs_context", "recent_mass_vs_context", "band_mass",
                            "range_entropy", "qq"})
     EXPECT_TRUE(kinds.count(kind)) << kind;
   // Two seeds: error bars from the se columns, and the titles say so.
-  EXPECT_NE(read_all(out.path / "loss_vs_tau.gp").find("yerrorlines"), std::string::npos);
-  EXPECT_NE(title_of(read_all(out.path / "entropy_vs_context.gp")).find("mean ± s.e. over 2 seeds"), std::string::npos);
+  EXPECT_NE(test_support::read_text(out.path / "loss_vs_tau.gp").find("yerrorlines"), std::string::npos);
+  EXPECT_NE(title_of(test_support::read_text(out.path / "entropy_vs_context.gp")).find("mean ± s.e. over 2 seeds"), std::string::npos);
   // rope has no τ: a horizontal line per context in loss_vs_tau, in rope's colour.
-  EXPECT_NE(read_all(out.path / "loss_vs_tau.gp").find("with lines lc rgb '#0072B2'"), std::string::npos);
+  EXPECT_NE(test_support::read_text(out.path / "loss_vs_tau.gp").find("with lines lc rgb '#0072B2'"), std::string::npos);
   // Ranges: one panel per Δ.
-  EXPECT_EQ(count_of(read_all(out.path / "range_entropy_T256.gp"), "set title 'Δ = "), 2u);
+  EXPECT_EQ(count_of(test_support::read_text(out.path / "range_entropy_T256.gp"), "set title 'Δ = "), 2u);
 }
 
 TEST(ExportCurves, LossAgainstStepAveragesSeedsWhenALinePerRunWouldBeUnreadable) {
@@ -547,7 +535,7 @@ TEST(ExportCurves, LossAgainstStepAveragesSeedsWhenALinePerRunWouldBeUnreadable)
   ::setenv("HARNESS_GNUPLOT", "/nonexistent/gnuplot", 1);
   analysis::export_curves(runs.path.string(), {out.path.string(), ""});
   ::unsetenv("HARNESS_GNUPLOT");
-  const std::string gp = read_all(out.path / "loss_vs_step_T64.gp");
+  const std::string gp = test_support::read_text(out.path / "loss_vs_step_T64.gp");
   EXPECT_NE(title_of(gp).find("mean ± s.e. over 2 seeds"), std::string::npos) << title_of(gp);
   EXPECT_NE(gp.find("yerrorlines"), std::string::npos);
   EXPECT_EQ(gp.find("seed="), std::string::npos) << "no line per seed";

@@ -16,13 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 analysis::Csv sample_csv() {
   analysis::Csv csv;
   csv.text_header = {"method"};
@@ -39,7 +32,7 @@ analysis::Csv sample_csv() {
 TEST(Plot, CsvHasHeaderQuotedTextAndEmptyFieldsForNaN) {
   test_support::TempDir dir;
   analysis::write_csv((dir.path / "f.csv").string(), sample_csv());
-  const std::string text = read(dir.path / "f.csv");
+  const std::string text = test_support::read_text(dir.path / "f.csv");
   EXPECT_EQ(text,
             "method,x,y\n\"a,b\",1,0.5\nplain,2,1\n\"a,b\",3,\nplain,4,2\n\"a,b\",5,2.5\n");
 }
@@ -54,7 +47,7 @@ TEST(Plot, GnuplotRendersNonEmptySvgAndPng) {
   ASSERT_EQ(r.notice, "");
   ASSERT_EQ(r.images.size(), 2u);
   for (const auto& image : r.images) EXPECT_GT(fs::file_size(image), 1000u) << image;
-  EXPECT_NE(read(r.images[0]).find("<svg"), std::string::npos);
+  EXPECT_NE(test_support::read_text(r.images[0]).find("<svg"), std::string::npos);
 }
 
 TEST(Plot, WithoutGnuplotTheScriptIsWrittenWithANotice) {

@@ -29,8 +29,7 @@ Result run_cli(const std::string& args, const fs::path& cwd = {}) {
   const int status = std::system(cmd.c_str());
   Result r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(log);
-  r.output.assign(std::istreambuf_iterator<char>(in), {});
+  r.output = test_support::read_text(log);
   return r;
 }
 
@@ -142,9 +141,7 @@ TEST(Cli, AQuickEntropyTheoryNeverReplacesTheFullRunsFile) {
   const auto r = run_cli("theory entropy --quick --threads 2", tmp.path);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(tmp.path / "runs" / "theory" / "entropy-quick.h5")) << r.output;
-  std::ifstream in(tmp.path / "runs" / "theory" / "entropy.h5");
-  const std::string kept((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_EQ(kept, "the full run");
+  EXPECT_EQ(test_support::read_text(tmp.path / "runs" / "theory" / "entropy.h5"), "the full run");
 }
 
 TEST(Cli, SweepStatusCallsAnUnreadableRunFileUnreadable) {

@@ -21,13 +21,6 @@ namespace {
 
 using test_support::TempDir;
 
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 const fs::path kFixture = fs::path(HARNESS_TEST_DATA) / "sotu";
 
 }  // namespace
@@ -61,7 +54,7 @@ TEST(DataTokenizer, SentencePieceRoundTripCacheAndDeterminism) {
 
   // Lossless on every document, train and validation; ids in range; no separator produced; the
   // memoized word-by-word encoding equals SentencePiece's own encoding of the whole text.
-  const spm::Processor reference(read_all(tok->model_file()));
+  const spm::Processor reference(test_support::read_text(tok->model_file()));
   size_t bytes = 0, tokens = 0;
   for (const auto* docs : {&split.train, &split.validation}) {
     for (const auto& doc : *docs) {
@@ -95,7 +88,7 @@ TEST(DataTokenizer, SentencePieceRoundTripCacheAndDeterminism) {
   const auto* sp = dynamic_cast<const SentencePieceTokenizer*>(fresh.get());
   ASSERT_NE(sp, nullptr);
   EXPECT_FALSE(sp->loaded_from_cache());
-  EXPECT_EQ(read_all(sp->model_file()), read_all(tok->model_file()));
+  EXPECT_EQ(test_support::read_text(sp->model_file()), test_support::read_text(tok->model_file()));
 }
 
 TEST(DataTokenizer, CacheKeyTracksDataAndSettings) {

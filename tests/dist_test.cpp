@@ -55,11 +55,6 @@ fs::path write_config(const fs::path& dir, const std::string& yaml) {
   return path;
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
 // `harness train ...`; returns the exit code, output in `log`.
 int run_harness(const std::string& args, const fs::path& log, const std::string& env = "") {
   const std::string cmd = (env.empty() ? "" : env + " ") + std::string(HARNESS_BINARY) + " " + args + " > " +
@@ -164,7 +159,7 @@ void expect_same_parameters(const std::vector<torch::Tensor>& a, const std::vect
 fs::path train_one_process(const fs::path& tmp, const fs::path& config) {
   const auto one = tmp / "one";
   EXPECT_EQ(run_harness("train --no-progress --config " + config.string() + " --run-dir " + one.string(),
-                        tmp / "one.log"), 0) << read_text(tmp / "one.log");
+                        tmp / "one.log"), 0) << test_support::read_text(tmp / "one.log");
   return one;
 }
 
@@ -325,8 +320,8 @@ TEST(DataParallel, TwoRanksTrainWhatOneProcessTrains) {
   const auto config = write_config(tmp.path, tiny_yaml(20));
   const auto one = train_one_process(tmp.path, config), two = tmp.path / "two";
   ASSERT_EQ(run_harness("train --no-progress --nproc 2 --config " + config.string() + " --run-dir " + two.string(),
-                    tmp.path / "two.log"), 0) << read_text(tmp.path / "two.log");
-  const std::string log = read_text(tmp.path / "two.log");
+                    tmp.path / "two.log"), 0) << test_support::read_text(tmp.path / "two.log");
+  const std::string log = test_support::read_text(tmp.path / "two.log");
   EXPECT_NE(log.find("data parallel: 2 ranks over gloo"), std::string::npos) << log;
   const auto a = results::read_run_file((two / "run.h5").string());
   const auto b = results::read_run_file((one / "run.h5").string());
@@ -361,7 +356,7 @@ TEST(DataParallel, ARealTorchrunTrainsWhatOneProcessTrains) {
                             " train --no-progress --config " + config.string() + " --run-dir " + dir.string() +
                             " > " + log.string() + " 2>&1";
     const int status = std::system(cmd.c_str());
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_text(log);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << test_support::read_text(log);
     const auto a = results::read_run_file((dir / "run.h5").string());
     EXPECT_EQ(a.config_ints.at("world_size"), 2);
     expect_same_record(a, reference, 1e-5);
@@ -376,7 +371,7 @@ pid_t find_rank(const std::string& needle, int rank) {
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = read_text(entry.path() / "cmdline"), environ = read_text(entry.path() / "environ");
+    std::string cmdline = test_support::read_text(entry.path() / "cmdline"), environ = test_support::read_text(entry.path() / "environ");
     for (auto* text : {&cmdline, &environ})
       for (char& c : *text)
         if (c == '\0') c = '\n';
@@ -406,16 +401,16 @@ TEST(DataParallel, TorchrunRestartsAKilledRankAndTheRunResumes) {
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(log);
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << test_support::read_text(log);
   const pid_t victim = find_rank(dir.string(), 1);
   ASSERT_GT(victim, 0) << "rank 1 not found";
   ::kill(victim, SIGKILL);
-  ASSERT_EQ(wait_for(torchrun, std::chrono::seconds(240)), 0) << read_text(log);
+  ASSERT_EQ(wait_for(torchrun, std::chrono::seconds(240)), 0) << test_support::read_text(log);
   const auto r = results::read_run_file((dir / "run.h5").string());
   EXPECT_EQ(r.state, results::RunState::kDone);
   expect_same_record(r, results::read_run_file((one / "run.h5").string()), 1e-5);
   expect_same_parameters(checkpoint_parameters(config, dir), checkpoint_parameters(config, one), 1e-5);
-  EXPECT_NE(read_text(dir / "train.log").find("resuming"), std::string::npos);
+  EXPECT_NE(test_support::read_text(dir / "train.log").find("resuming"), std::string::npos);
 }
 
 TEST(DataParallel, ASaveSlowerThanTheTimeoutIsNoLostRank) {
@@ -427,7 +422,7 @@ TEST(DataParallel, ASaveSlowerThanTheTimeoutIsNoLostRank) {
   ASSERT_EQ(run_harness("train --no-progress --nproc 2 --set run.dist_timeout=4 --config " + config.string() +
                             " --run-dir " + dir.string(),
                         tmp.path / "slow.log", "HARNESS_TEST_SAVE_DELAY_MS=7000"),
-            0) << read_text(tmp.path / "slow.log");
+            0) << test_support::read_text(tmp.path / "slow.log");
   const auto r = results::read_run_file((dir / "run.h5").string());
   EXPECT_EQ(r.state, results::RunState::kDone);
   EXPECT_EQ(r.train.step.size(), 10u);
@@ -439,15 +434,15 @@ TEST(DataParallel, ResumesWithAnotherWorldSize) {
   const std::string base =
       "train --no-progress --set train.micro_batch_size=2 --config " + config.string() + " --run-dir ";
   const auto whole = tmp.path / "whole", down = tmp.path / "down", up = tmp.path / "up";
-  ASSERT_EQ(run_harness(base + whole.string(), tmp.path / "whole.log"), 0) << read_text(tmp.path / "whole.log");
+  ASSERT_EQ(run_harness(base + whole.string(), tmp.path / "whole.log"), 0) << test_support::read_text(tmp.path / "whole.log");
   // 2 → 1: two ranks stop after 10 steps (interrupted as asked: exit 0), one process finishes.
   EXPECT_EQ(run_harness(base + down.string() + " --nproc 2 --stop-after-steps 10", tmp.path / "d1.log"), 0)
-      << read_text(tmp.path / "d1.log");
+      << test_support::read_text(tmp.path / "d1.log");
   EXPECT_EQ(results::read_run_file((down / "run.h5").string()).status_step, 10);
-  ASSERT_EQ(run_harness(base + down.string() + " --resume", tmp.path / "d2.log"), 0) << read_text(tmp.path / "d2.log");
+  ASSERT_EQ(run_harness(base + down.string() + " --resume", tmp.path / "d2.log"), 0) << test_support::read_text(tmp.path / "d2.log");
   // 1 → 2.
   EXPECT_EQ(run_harness(base + up.string() + " --stop-after-steps 10", tmp.path / "u1.log"), 0);
-  ASSERT_EQ(run_harness(base + up.string() + " --nproc 2 --resume", tmp.path / "u2.log"), 0) << read_text(tmp.path / "u2.log");
+  ASSERT_EQ(run_harness(base + up.string() + " --nproc 2 --resume", tmp.path / "u2.log"), 0) << test_support::read_text(tmp.path / "u2.log");
   const auto reference = results::read_run_file((whole / "run.h5").string());
   for (const auto& dir : {down, up}) {
     SCOPED_TRACE(dir.string());
@@ -461,22 +456,22 @@ TEST(DataParallel, AKilledRankStopsTheOthersNamingItAndTheRunResumes) {
   const auto ranks = start_two_ranks(tmp.path, 10);
   const auto& [dir, args, r0, r1] = ranks;
   // Kill rank 1 once a checkpoint exists.
-  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << test_support::read_text(tmp.path / "r0.log");
   ::kill(r1, SIGKILL);
   const auto killed = Clock::now();
   EXPECT_EQ(wait_for(r1, std::chrono::seconds(5)), 128 + SIGKILL);
   const int code = wait_for(r0, std::chrono::seconds(15));  // timeout 10 s + the roll call
   if (code < 0) ::kill(r0, SIGKILL);
-  EXPECT_EQ(code, 1) << read_text(tmp.path / "r0.log");
+  EXPECT_EQ(code, 1) << test_support::read_text(tmp.path / "r0.log");
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - killed).count(), 15.0);
-  const std::string log = read_text(tmp.path / "r0.log");
+  const std::string log = test_support::read_text(tmp.path / "r0.log");
   EXPECT_NE(log.find("rank 1 stopped answering"), std::string::npos) << log;
   const auto failed = results::read_run_file((dir / "run.h5").string());
   EXPECT_EQ(failed.state, results::RunState::kFailed);
   EXPECT_NE(failed.reason.find("rank 1"), std::string::npos) << failed.reason;
   // The checkpoint is intact: one process resumes it to the end.
   ASSERT_EQ(run_harness(args + " --resume", tmp.path / "resume.log"), 0)
-      << read_text(tmp.path / "resume.log");
+      << test_support::read_text(tmp.path / "resume.log");
   EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).state, results::RunState::kDone);
 }
 
@@ -492,13 +487,13 @@ TEST(DataParallel, WithThreeRanksEverySurvivorNamesTheKilledOne) {
   const int port = harness::distributed::free_local_port();
   std::vector<pid_t> ranks;
   for (int r = 0; r < 3; ++r) ranks.push_back(start_rank(r, 3, port, args, tmp.path / ("r" + std::to_string(r) + ".log")));
-  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << test_support::read_text(tmp.path / "r0.log");
   ::kill(ranks[2], SIGKILL);
   EXPECT_EQ(wait_for(ranks[2], std::chrono::seconds(5)), 128 + SIGKILL);
   for (int r = 0; r < 2; ++r) {
     const int code = wait_for(ranks[size_t(r)], std::chrono::seconds(40));
     if (code < 0) ::kill(ranks[size_t(r)], SIGKILL);
-    const std::string log = read_text(tmp.path / ("r" + std::to_string(r) + ".log"));
+    const std::string log = test_support::read_text(tmp.path / ("r" + std::to_string(r) + ".log"));
     EXPECT_EQ(code, 1) << log;
     EXPECT_NE(log.find("rank 2 stopped answering"), std::string::npos) << "rank " << r << ": " << log;
     EXPECT_EQ(log.find("ranks 1, 2 stopped"), std::string::npos) << "rank " << r << ": " << log;
@@ -512,18 +507,18 @@ TEST(DataParallel, AKilledRankZeroEndsTheOthersAndTheRunResumes) {
   test_support::TempDir tmp;
   const auto ranks = start_two_ranks(tmp.path, 10);
   const auto& [dir, args, r0, r1] = ranks;
-  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << test_support::read_text(tmp.path / "r0.log");
   ::kill(r0, SIGKILL);  // rank 0 hosts the store and owns the run directory
   const auto killed = Clock::now();
   EXPECT_EQ(wait_for(r0, std::chrono::seconds(5)), 128 + SIGKILL);
   const int code = wait_for(r1, std::chrono::seconds(15));
   if (code < 0) ::kill(r1, SIGKILL);
-  EXPECT_EQ(code, 1) << read_text(tmp.path / "r1.log");
+  EXPECT_EQ(code, 1) << test_support::read_text(tmp.path / "r1.log");
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - killed).count(), 15.0);
-  const std::string log = read_text(tmp.path / "r1.log");
+  const std::string log = test_support::read_text(tmp.path / "r1.log");
   EXPECT_NE(log.find("rank 0"), std::string::npos) << log;
   // The last checkpoint is intact (rank 0 died between saves, or its save was atomic).
-  ASSERT_EQ(run_harness(args + " --resume", tmp.path / "resume.log"), 0) << read_text(tmp.path / "resume.log");
+  ASSERT_EQ(run_harness(args + " --resume", tmp.path / "resume.log"), 0) << test_support::read_text(tmp.path / "resume.log");
   EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).state, results::RunState::kDone);
 }
 
@@ -531,13 +526,13 @@ TEST(DataParallel, SigtermToOneRankCheckpointsEveryRankAtOneStep) {
   test_support::TempDir tmp;
   const auto ranks = start_two_ranks(tmp.path, 20);
   const auto& [dir, args, r0, r1] = ranks;
-  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << test_support::read_text(tmp.path / "r0.log");
   ::kill(r1, SIGTERM);  // one rank only: the flag rides the next all-reduce to rank 0
   const int c1 = wait_for(r1, std::chrono::seconds(30)), c0 = wait_for(r0, std::chrono::seconds(30));
   if (c0 < 0) ::kill(r0, SIGKILL);
   if (c1 < 0) ::kill(r1, SIGKILL);
-  EXPECT_EQ(c0, 130) << read_text(tmp.path / "r0.log");
-  EXPECT_EQ(c1, 130) << read_text(tmp.path / "r1.log");
+  EXPECT_EQ(c0, 130) << test_support::read_text(tmp.path / "r0.log");
+  EXPECT_EQ(c1, 130) << test_support::read_text(tmp.path / "r1.log");
   const auto r = results::read_run_file((dir / "run.h5").string());
   EXPECT_EQ(r.state, results::RunState::kInterrupted);
   EXPECT_NE(r.reason.find("a signal to another rank"), std::string::npos) << r.reason;
@@ -556,9 +551,9 @@ TEST(DataParallel, OverlappedBucketsWithRealProcessesEqualOneBucket) {
   const auto config = write_config(tmp.path, tiny_yaml(10));
   const auto one = tmp.path / "one", many = tmp.path / "many";
   const std::string base = "train --no-progress --nproc 2 --config " + config.string() + " --run-dir ";
-  ASSERT_EQ(run_harness(base + one.string(), tmp.path / "one.log"), 0) << read_text(tmp.path / "one.log");
+  ASSERT_EQ(run_harness(base + one.string(), tmp.path / "one.log"), 0) << test_support::read_text(tmp.path / "one.log");
   ASSERT_EQ(run_harness(base + many.string(), tmp.path / "many.log", "HARNESS_GRAD_BUCKET_KB=4"), 0)
-      << read_text(tmp.path / "many.log");
+      << test_support::read_text(tmp.path / "many.log");
   expect_same_record(results::read_run_file((many / "run.h5").string()),
                      results::read_run_file((one / "run.h5").string()), 1e-6);
   expect_same_parameters(checkpoint_parameters(config, many), checkpoint_parameters(config, one), 1e-6);
@@ -585,8 +580,8 @@ TEST(DataParallel, ATakenPortIsReportedForTheLauncherToRetry) {
                                               " --run-dir " + dir.string(), tmp.path / "r0.log");
   const int code = wait_for(r0, std::chrono::seconds(30));
   ::close(held);
-  EXPECT_EQ(code, harness::kExitPortInUse) << read_text(tmp.path / "r0.log");
-  EXPECT_NE(read_text(tmp.path / "r0.log").find("the port is taken"), std::string::npos) << read_text(tmp.path / "r0.log");
+  EXPECT_EQ(code, harness::kExitPortInUse) << test_support::read_text(tmp.path / "r0.log");
+  EXPECT_NE(test_support::read_text(tmp.path / "r0.log").find("the port is taken"), std::string::npos) << test_support::read_text(tmp.path / "r0.log");
   EXPECT_FALSE(fs::exists(dir / "run.h5"));
 }
 
@@ -610,7 +605,7 @@ TEST(DataParallel, TwoTwoRankRunsStartedTogetherBothFinish) {
   }
   for (size_t i = 0; i < launchers.size(); ++i) {
     const std::string name = i == 0 ? "a" : "b";
-    EXPECT_EQ(wait_for(launchers[i], std::chrono::seconds(180)), 0) << read_text(tmp.path / (name + ".log"));
+    EXPECT_EQ(wait_for(launchers[i], std::chrono::seconds(180)), 0) << test_support::read_text(tmp.path / (name + ".log"));
     expect_same_record(results::read_run_file((tmp.path / name / "run.h5").string()), reference, 1e-5);
   }
 }
@@ -624,14 +619,14 @@ TEST(DataParallel, AHungRankIsNamedAfterTheTimeout) {
   const int port = harness::distributed::free_local_port();
   const pid_t r0 = start_rank(0, 2, port, args, tmp.path / "r0.log");
   const pid_t r1 = start_rank(1, 2, port, args, tmp.path / "r1.log");
-  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "r0.log");
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << test_support::read_text(tmp.path / "r0.log");
   ::kill(r1, SIGSTOP);
   const int code = wait_for(r0, std::chrono::seconds(15));
   ::kill(r1, SIGKILL);
   wait_for(r1, std::chrono::seconds(5));
   if (code < 0) ::kill(r0, SIGKILL);
   EXPECT_EQ(code, 1);
-  const std::string log = read_text(tmp.path / "r0.log");
+  const std::string log = test_support::read_text(tmp.path / "r0.log");
   EXPECT_NE(log.find("rank 1 stopped answering"), std::string::npos) << log;
 }
 
@@ -646,7 +641,7 @@ TEST(DataParallel, RanksWithDifferentConfigsFailAtTheRendezvous) {
   const pid_t r1 = start_rank(1, 2, port, args + " --set train.seed=6", tmp.path / "r1.log");
   EXPECT_EQ(wait_for(r0, std::chrono::seconds(15)), 1);
   EXPECT_EQ(wait_for(r1, std::chrono::seconds(15)), 1);
-  const std::string log = read_text(tmp.path / "r0.log");
+  const std::string log = test_support::read_text(tmp.path / "r0.log");
   EXPECT_NE(log.find("rank 1 has run id"), std::string::npos) << log;
   EXPECT_NE(log.find("different configs"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(dir));
@@ -657,14 +652,14 @@ TEST(DataParallel, ABatchTheRanksDoNotDivideIsALocatedError) {
   const auto config = write_config(tmp.path, tiny_yaml(20));
   const auto dir = tmp.path / "run";
   EXPECT_EQ(run_harness("train --nproc 3 --config " + config.string() + " --run-dir " + dir.string(), tmp.path / "log"), 2);
-  const std::string log = read_text(tmp.path / "log");
+  const std::string log = test_support::read_text(tmp.path / "log");
   EXPECT_NE(log.find("tiny.yaml:4:"), std::string::npos) << log;  // train.batch_size's line
   EXPECT_NE(log.find("train.batch_size (8) is not divisible by the world size (3 ranks, from --nproc 3)"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(dir));
   // A micro-batch that does not divide a rank's share (12 / 2 = 6): located at the key.
   EXPECT_EQ(run_harness("train --nproc 2 --set train.batch_size=12 --set train.micro_batch_size=4 --config " +
                         config.string() + " --run-dir " + dir.string(), tmp.path / "log2"), 2);
-  const std::string log2 = read_text(tmp.path / "log2");
+  const std::string log2 = test_support::read_text(tmp.path / "log2");
   EXPECT_NE(log2.find("--set train.micro_batch_size=4"), std::string::npos) << log2;
   EXPECT_NE(log2.find("(12 / 2 ranks = 6)"), std::string::npos) << log2;
   EXPECT_FALSE(fs::exists(dir));
@@ -678,7 +673,7 @@ TEST(DataParallel, ASweepRunsEachRunAsTwoLocalRanks) {
       << "  eval: {contexts: [L], windows: 4}\n  run: {out_dir: '" << (tmp.path / "runs").string() << "'}\n"
       << "seeds: [0]\n";
   ASSERT_EQ(run_harness("sweep run " + (tmp.path / "sweep.yaml").string() + " --nproc-per-run 2 --no-live",
-                        tmp.path / "log"), 0) << read_text(tmp.path / "log");
+                        tmp.path / "log"), 0) << test_support::read_text(tmp.path / "log");
   int runs = 0;
   for (const auto& entry : fs::directory_iterator(tmp.path / "runs" / "dp")) {
     if (!fs::exists(entry.path() / "run.h5")) continue;
@@ -703,11 +698,11 @@ TEST(DataParallel, SigtermToTheLauncherCheckpointsEveryRankAtOneStep) {
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  ASSERT_TRUE(wait_for_checkpoint(dir)) << read_text(tmp.path / "log");
+  ASSERT_TRUE(wait_for_checkpoint(dir)) << test_support::read_text(tmp.path / "log");
   ::kill(launcher, SIGTERM);
   const int code = wait_for(launcher, std::chrono::seconds(30));
   if (code < 0) ::kill(launcher, SIGKILL);
-  EXPECT_EQ(code, 130) << read_text(tmp.path / "log");
+  EXPECT_EQ(code, 130) << test_support::read_text(tmp.path / "log");
   const auto r = results::read_run_file((dir / "run.h5").string());
   EXPECT_EQ(r.state, results::RunState::kInterrupted);
   EXPECT_LT(r.status_step, 2000);
@@ -718,7 +713,7 @@ TEST(DataParallel, SigtermToTheLauncherCheckpointsEveryRankAtOneStep) {
       << "a changed train.steps is a changed run: refused";
   ASSERT_EQ(run_harness("train --no-progress --resume --stop-after-steps 5 --set eval.every=0 --config " +
                             config.string() + " --run-dir " + dir.string(), tmp.path / "resume.log"), 0)
-      << read_text(tmp.path / "resume.log");
+      << test_support::read_text(tmp.path / "resume.log");
   EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).status_step, r.status_step + 5);
 }
 

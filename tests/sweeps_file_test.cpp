@@ -273,8 +273,7 @@ TEST(SweepShipped, EveryShippedSweepExpandsAsDocumented) {
   // Every sweep file (one with a `base:`) is in the table; critical-scaling.yaml is a theory grid.
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".yaml") continue;
-    std::ifstream in(entry.path());
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string text = test_support::read_text(entry.path());
     if (text.find("\nbase:") != std::string::npos)
       EXPECT_TRUE(documented.count(entry.path().filename().string())) << entry.path() << " is not in sweeps/README.md";
   }

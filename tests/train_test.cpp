@@ -15,6 +15,7 @@
 #include "harness/config/schema.h"
 #include "harness/train/trainer.h"
 #include "harness/common/errors.h"
+#include "test_support.h"
 #include "results/run_file.h"
 
 namespace fs = std::filesystem;
@@ -177,8 +178,7 @@ TEST(TrainCli, BadInputExitsTwoAndWritesNothing) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 2);
   EXPECT_FALSE(fs::exists(out));
-  std::ifstream in(dir / "log");
-  const std::string log((std::istreambuf_iterator<char>(in)), {});
+  const std::string log = test_support::read_text(dir / "log");
   EXPECT_NE(log.find("bad.yaml:3:3: unknown key 'model.hedas' — did you mean 'model.heads'?"),
             std::string::npos) << log;
   // A context longer than every validation document is caught before training.
