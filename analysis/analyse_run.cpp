@@ -60,7 +60,7 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
     if (o.tokens > 0) return std::max<int64_t>(1, (o.tokens + T - 1) / T);
     return c.eval_windows_at(T);
   };
-  const int64_t queries = o.queries > 0 ? o.queries : (c.eval.attention_queries > 0 ? c.eval.attention_queries : harness::config::kDefaultAttentionQueries);
+  const int64_t queries = harness::train::statistics_queries(c.eval.attention_queries, o.queries);
   const int64_t batch = o.batch_size > 0 ? o.batch_size : c.eval.batch_size;
   std::vector<int64_t> contexts;
   if (o.contexts.empty()) {

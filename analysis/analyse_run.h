@@ -18,7 +18,7 @@ struct AnalyseOptions {
   std::vector<harness::config::ContextValue> contexts;  // empty: the run's validation contexts
   int64_t windows = 0;     // validation windows per context; 0: by tokens, or the run's own
   int64_t tokens = 0;      // validation tokens per context (ceil(tokens / T) windows); 0: the run's
-  int64_t queries = 0;     // sampled positions per window; 0: the run's eval.attention_queries (kDefaultAttentionQueries if 0)
+  int64_t queries = 0;     // sampled positions per window; 0: harness::train::statistics_queries' rule
   int64_t batch_size = 0;  // windows per forward pass; 0: the run's eval.batch_size
   bool force = false;      // recompute contexts already analysed at the same settings
 };

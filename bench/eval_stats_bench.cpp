@@ -69,7 +69,7 @@ int run(int argc, char** argv) {
   auto& model = configured.model;
   const auto contexts = contexts_text.empty() ? c.eval_contexts() : parse_contexts(contexts_text);
   const int64_t N = windows > 0 ? windows : c.eval.windows;
-  const int64_t queries = c.eval.attention_queries > 0 ? c.eval.attention_queries : harness::config::kDefaultAttentionQueries;
+  const int64_t queries = harness::train::statistics_queries(c.eval.attention_queries);
   const bool raw = vm.count("raw-scores") > 0;
 
   fmt::print("{}: {} layers, d_model {}, {} heads, method {}, {} windows per context, batch {}, "

@@ -72,6 +72,14 @@ TEST(FinishedRun, UnfinishedAndMissingRunsAreInputErrors) {
   EXPECT_THROW(harness::train::open_finished_run((tmp.path / "empty").string()), harness::InputError);
 }
 
+TEST(Evaluate, StatisticsQueriesHaveOneRule) {
+  // A flag wins; else the run's eval.attention_queries; a run that recorded none (0) is measured
+  // with the default.
+  EXPECT_EQ(harness::train::statistics_queries(32, 8), 8);
+  EXPECT_EQ(harness::train::statistics_queries(32), 32);
+  EXPECT_EQ(harness::train::statistics_queries(0), harness::config::kDefaultAttentionQueries);
+}
+
 TEST(Evaluate, SplittingAContextsBatchChangesNothing) {
   test_support::TempDir tmp;
   const auto config = tiny_config(tmp.path / "cache");

@@ -2,12 +2,18 @@
 
 #include "harness/train/attention_datasets.h"
 #include "harness/common/mean_se.h"
+#include "harness/config/run_config.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
 
 namespace harness::train {
+
+int64_t statistics_queries(int64_t configured, int64_t requested) {
+  if (requested > 0) return requested;
+  return configured > 0 ? configured : config::kDefaultAttentionQueries;
+}
 
 EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_t batch_size,
                     int64_t position_buckets, torch::Device device, int64_t attention_queries,

@@ -35,6 +35,12 @@ struct EvalResult {
 // (to float rounding): losses are summed per window and the score std is pooled.
 int64_t eval_batch_windows(int64_t batch_size, int64_t max_batch_tokens, int64_t context);
 
+// Positions per window a measurement of the attention statistics samples (`harness analyse`, the
+// statistics benchmark): `requested` when > 0, else the run's eval.attention_queries (`configured`),
+// else kDefaultAttentionQueries, so that a run that recorded none in training is still measured.
+// eval.attention_queries itself means one thing: what training's validation records (0: none).
+int64_t statistics_queries(int64_t configured, int64_t requested = 0);
+
 EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_t batch_size,
                     int64_t position_buckets, torch::Device device, int64_t attention_queries = 0,
                     bool raw_scores = false, models::Collectives* group = nullptr);
