@@ -329,4 +329,33 @@ Tensor fused_attention_cpu(const Tensor& q, const Tensor& k, const Tensor& v, co
       fused_attention_cpu_with_lse(q, k, v, mod, head_scale, alibi_slopes, bias_table, config));
 }
 
+const char* fused_cpu_isa() {
+  switch (active_isa()) {
+    case IsaKind::kAvx512: return "avx512";
+    case IsaKind::kAvx2: return "avx2";
+    default: return "generic";
+  }
+}
+
+void set_fused_cpu_isa(const std::string& isa) {
+  if (isa == "auto") {
+    set_isa_override(-1);
+    return;
+  }
+  const IsaKind best = detected_isa();
+  IsaKind want;
+  if (isa == "avx512")
+    want = IsaKind::kAvx512;
+  else if (isa == "avx2")
+    want = IsaKind::kAvx2;
+  else if (isa == "generic")
+    want = IsaKind::kGeneric;
+  else
+    throw std::invalid_argument("set_fused_cpu_isa: unknown '" + isa +
+                                "'; valid: auto, avx512, avx2, generic");
+  if (int(want) < int(best))
+    throw std::invalid_argument("set_fused_cpu_isa: '" + isa + "' is not supported by this CPU");
+  set_isa_override(int(want));
+}
+
 }  // namespace attention

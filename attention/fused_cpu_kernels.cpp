@@ -7,8 +7,6 @@
 // header-only for its OpenMP backend and silently runs serially in a TU built without it.
 #include "attention/fused_cpu_kernels.h"
 
-#include "attention/fused_cpu.h"
-
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -472,36 +470,4 @@ template void run_backward<double, true>(const Problem<double>&, const BackwardI
 template void run_backward<double, false>(const Problem<double>&, const BackwardIO<double>&);
 
 }  // namespace fused_cpu_detail
-
-using fused_cpu_detail::IsaKind;
-
-const char* fused_cpu_isa() {
-  switch (fused_cpu_detail::active_isa()) {
-    case IsaKind::kAvx512: return "avx512";
-    case IsaKind::kAvx2: return "avx2";
-    default: return "generic";
-  }
-}
-
-void set_fused_cpu_isa(const std::string& isa) {
-  if (isa == "auto") {
-    fused_cpu_detail::set_isa_override(-1);
-    return;
-  }
-  const IsaKind best = fused_cpu_detail::detected_isa();
-  IsaKind want;
-  if (isa == "avx512")
-    want = IsaKind::kAvx512;
-  else if (isa == "avx2")
-    want = IsaKind::kAvx2;
-  else if (isa == "generic")
-    want = IsaKind::kGeneric;
-  else
-    throw std::invalid_argument("set_fused_cpu_isa: unknown '" + isa +
-                                "'; valid: auto, avx512, avx2, generic");
-  if (int(want) < int(best))
-    throw std::invalid_argument("set_fused_cpu_isa: '" + isa + "' is not supported by this CPU");
-  fused_cpu_detail::set_isa_override(int(want));
-}
-
 }  // namespace attention
