@@ -87,6 +87,9 @@ bool Method::rotary() const {
          positional == Positional::kNTK || positional == Positional::kYaRN;
 }
 
+bool Method::learned_head_scale() const { return transform_spec(transform).learned_head_scale; }
+bool Method::learned_bias() const { return transform_spec(transform).learned_bias != nullptr; }
+
 Method resolve_method(const MethodOptions& o) {
   Method m;
   const Preset* preset = nullptr;

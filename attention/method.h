@@ -12,6 +12,7 @@
 #pragma once
 
 #include "attention/method_options.h"
+#include "attention/method_types.h"
 #include "attention/score_mod.h"
 #include "attention/transforms.h"
 
@@ -25,12 +26,6 @@ namespace attention {
 // Largest evaluation context any kernel accepts (distances are int in score_mod.h).
 constexpr int64_t kMaxContext = int64_t(1) << 20;
 
-enum class Positional { kNoPE, kRoPE, kPRoPE, kNTK, kYaRN, kALiBi };
-enum class PRoPEVariant { kRespread, kTruncate };
-// Which implementation runs the attention (attention.kernel): the float64 reference, the fused
-// CPU kernel (the CUDA kernel for CUDA tensors), or the CUDA kernel.
-enum class Kernel { kReference, kFused, kCuda };
-
 std::vector<std::string> preset_names();      // every row of kPresets (method.cpp)
 std::vector<std::string> positional_names();  // nope, rope, p-rope, ntk, yarn, alibi
 std::vector<std::string> transform_names();   // every row of transforms() (transforms.cpp)
@@ -41,29 +36,6 @@ std::string to_string(Transform t);
 // YaRN's NTK-by-parts ramp (arXiv 2309.00071, §3.2): α = 1, β = 32.
 constexpr double kYaRNAlpha = 1.0;
 constexpr double kYaRNBeta = 32.0;
-
-// A validated method with every default resolved.
-struct Method {
-  std::string preset;
-  Positional positional = Positional::kNoPE;
-  Transform transform = Transform::kNone;
-  PRoPEVariant p_rope_variant = PRoPEVariant::kRespread;
-  // The declared parameters (parameters.h), resolved against L; read as value(Parameter::kTau).
-  std::array<double, kParameterCount> values{};
-  double p_rope_fraction = 0.5;  // fraction of the D/2 pairs that rotate (p-rope)
-  double score_scale = 0.125;    // s = score_scale · q·k (1/sqrt(D) when the option was 0)
-  int64_t train_context = 0;     // L (0 = not given; only methods that need it require it)
-  int64_t heads = 1;
-  int64_t head_dim = 64;
-  Kernel kernel = Kernel::kFused;
-
-  double value(Parameter p) const { return values[size_t(p)]; }
-  bool rotary() const;             // rope, p-rope, ntk, yarn
-  bool learned_head_scale() const { return transform_spec(transform).learned_head_scale; }
-  bool alibi() const { return positional == Positional::kALiBi; }
-  // A learned distance bias (KERPLE-log, T5): kernels read it as score_mod.h's bias_table.
-  bool learned_bias() const { return transform_spec(transform).learned_bias != nullptr; }
-};
 
 // Throws std::invalid_argument (listing valid names / the violated constraint) on bad options.
 Method resolve_method(const MethodOptions& options);

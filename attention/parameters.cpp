@@ -1,7 +1,5 @@
 #include "attention/parameters.h"
 
-#include "attention/method.h"
-
 #include <charconv>
 #include <cmath>
 #include <stdexcept>

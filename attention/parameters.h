@@ -3,7 +3,7 @@
 // relative to the training context L, and which methods read it. The config schema makes one key
 // per row, the run id leaves a parameter out when the run's method does not read it, and
 // resolve_method resolves and checks the values; a transform's policy reads them as
-// method.value(Parameter::k…). Adding a parameter is an enum value and a row here.
+// method.value(Parameter::k…). Adding a parameter is an enum value (method_types.h) and a row here.
 // (Learned parameters, such as KERPLE's r1 and r2, are declared by their transform's row instead:
 // transforms.h.)
 #pragma once
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-namespace attention {
+#include "attention/method_types.h"
 
-struct Method;
+namespace attention {
 
 // A number given absolutely (`10`) or relative to the training context L (`L/400`, `4L`),
 // resolved once L is known. The paper's constants assume L = 4096 (τ = 10 ≈ L/400, p-RoPE base
@@ -35,9 +35,6 @@ struct LengthValue {
   }
   std::string text() const;  // as a user would write it: "0.16", "L/400", "4L"
 };
-
-enum class Parameter { kTau, kRopeBase, kPRopeBase };
-constexpr int kParameterCount = 3;
 
 struct ParameterSpec {
   Parameter id;

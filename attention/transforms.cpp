@@ -1,7 +1,5 @@
 #include "attention/transforms.h"
 
-#include "attention/method.h"
-
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>

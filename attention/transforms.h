@@ -1,10 +1,12 @@
 // The logit transforms, one registry row each: everything the harness knows about a transform
-// besides its kernel policy (score_mod.h). Adding a transform is one row here, one policy
-// function there and one test (attention/README.md walks through it); nothing else branches on
+// besides its kernel policy (score_mod.h). Adding a fixed transform is one row here, one policy
+// case there and one test; a learned distance bias is one row here (its parameters, value and
+// gradient) and no policy (attention/README.md walks through both); nothing else branches on
 // the transform. The float64 reference (reference.cpp) keeps its own closed forms on purpose: it
 // is the independent oracle the kernels and these rows are tested against.
 #pragma once
 
+#include "attention/method_types.h"
 #include "attention/score_mod.h"
 
 #include <cstdint>
@@ -12,10 +14,6 @@
 #include <vector>
 
 namespace attention {
-
-struct Method;
-
-enum class Transform { kNone, kLogN, kScaleInvariant, kInfoScale, kKerpleLog, kT5 };
 
 // One learned parameter of a distance bias, registered on the attention module as (H) when
 // per_head is 1, else (H, per_head).
