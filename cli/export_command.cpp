@@ -1,9 +1,9 @@
 // `harness export table|curves`: argument parsing only; the work is analysis/export/export_table.h and
-// analysis/export/export_curves.h.
+// analysis/export_curves.h.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "analysis/export/export_curves.h"
+#include "analysis/export_curves.h"
 #include "analysis/export/export_table.h"
 #include "analysis/run_set.h"
 #include "cli/commands.h"

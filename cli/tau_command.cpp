@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "analysis/export/export_curves.h"
+#include "analysis/export_curves.h"
 #include "analysis/export/export_table.h"
 #include "analysis/run_set.h"
 #include "analysis/tau_verdict.h"

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "analysis/export/export_curves.h"
+#include "analysis/export_curves.h"
 #include "analysis/theory/theory_entropy.h"
 #include "attention/statistics.h"
 #include "cli/commands.h"

@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "analysis/export/export_curves.h"
+#include "analysis/export_curves.h"
 #include "analysis/export/export_table.h"
 #include "analysis/export/loss_table.h"
 #include "analysis/run_set.h"

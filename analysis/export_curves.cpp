@@ -1,4 +1,4 @@
-#include "analysis/export/export_curves.h"
+#include "analysis/export_curves.h"
 
 #include <fmt/format.h>
 

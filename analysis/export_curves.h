@@ -1,6 +1,7 @@
-// `harness export curves`: the paper's figures as data (one CSV per figure, header row) and as
-// pictures (gnuplot → SVG and PNG; analysis/export/plot.h), from a sweep file, a run or results
-// directory, or a theory file:
+// `harness export curves`: the dispatch over the kinds of input, above both the run figures
+// (analysis/export/) and the theory figures (analysis/theory/) it draws. The paper's figures as
+// data (one CSV per figure, header row) and as pictures (gnuplot → SVG and PNG;
+// analysis/export/plot.h), from a sweep file, a run or results directory, or a theory file:
 //
 //   runs (run_figures.h):
 //           loss_vs_step_T<T>       validation loss against step, a line per run
