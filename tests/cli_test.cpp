@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 
 #include "sweeps/sweep_file.h"
@@ -82,6 +83,10 @@ TEST(Cli, VersionNamesTheRevisionAndLibTorch) {
   EXPECT_EQ(v.code, 0);
   EXPECT_EQ(v.output.rfind("harness ", 0), 0u) << v.output;
   EXPECT_TRUE(has(v.output, "LibTorch ")) << v.output;
+  // The revision fixed at build time (cmake/revision.cmake): 40 hex digits, "-dirty" for a tree
+  // with uncommitted changes, or "unknown" outside git; never empty.
+  const std::string revision = v.output.substr(8, v.output.find(" (LibTorch") - 8);
+  EXPECT_TRUE(std::regex_match(revision, std::regex("[0-9a-f]{40}(-dirty)?|unknown"))) << revision;
 }
 
 TEST(Cli, ExportCurvesChecksItsInputBeforeCreatingTheOutputDirectory) {
