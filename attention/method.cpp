@@ -90,8 +90,11 @@ bool Method::rotary() const {
 bool Method::learned_head_scale() const { return transform_spec(transform).learned_head_scale; }
 bool Method::learned_bias() const { return transform_spec(transform).learned_bias != nullptr; }
 
-Method resolve_method(const MethodOptions& o) {
-  Method m;
+namespace {
+
+// The names of the options (preset, positional encoding, transform, p-RoPE variant, kernel) as
+// the registry's values.
+void resolve_names(const MethodOptions& o, Method& m) {
   const Preset* preset = nullptr;
   for (const auto& p : kPresets)
     if (o.method == p.name) preset = &p;
@@ -115,7 +118,6 @@ Method resolve_method(const MethodOptions& o) {
           "'; valid transforms: " + join(transform_names()));
     m.transform = t->id;
   }
-  const TransformSpec& transform = transform_spec(m.transform);
   if (o.p_rope_variant == "respread")
     m.p_rope_variant = PRoPEVariant::kRespread;
   else if (o.p_rope_variant == "truncate")
@@ -127,7 +129,10 @@ Method resolve_method(const MethodOptions& o) {
   if (std::find(kernels.begin(), kernels.end(), o.kernel) == kernels.end())
     bad("unknown kernel '" + o.kernel + "'; valid kernels: " + join(kernels));
   m.kernel = o.kernel == "reference" ? Kernel::kReference : o.kernel == "cuda" ? Kernel::kCuda : Kernel::kFused;
+}
 
+// Heads, head size, score scale and p-RoPE fraction, and what the rotary encodings need of them.
+void resolve_shape(const MethodOptions& o, Method& m) {
   if (o.heads < 1) bad("heads must be >= 1, got " + std::to_string(o.heads));
   if (o.head_dim < 1) bad("head_dim must be >= 1, got " + std::to_string(o.head_dim));
   m.heads = o.heads;
@@ -151,7 +156,10 @@ Method resolve_method(const MethodOptions& o) {
   if (m.positional == Positional::kNTK && o.head_dim <= 2)
     bad("ntk needs head_dim > 2 (the base exponent is D/(D-2)), got " +
         std::to_string(o.head_dim));
-  // The declared parameters: resolved against L here, and checked where the method reads them.
+}
+
+// The declared parameters and the training context, checked where the method reads them.
+void resolve_parameters(const MethodOptions& o, Method& m) {
   for (const ParameterSpec& p : parameters()) {
     const LengthValue& given = o.parameters[p.id];
     const double v = given.resolve(o.train_context);
@@ -167,13 +175,22 @@ Method resolve_method(const MethodOptions& o) {
   }
 
   const bool needs_L = m.positional == Positional::kNTK || m.positional == Positional::kYaRN ||
-                       transform.needs_train_context;
+                       transform_spec(m.transform).needs_train_context;
   if (needs_L && o.train_context < 2)
     bad("method '" + o.method + "' (" + to_string(m.positional) + " × " +
         to_string(m.transform) + ") needs train_context >= 2, got " +
         std::to_string(o.train_context));
   if (o.train_context < 0) bad("train_context must be >= 0, got " + std::to_string(o.train_context));
   m.train_context = o.train_context;
+}
+
+}  // namespace
+
+Method resolve_method(const MethodOptions& o) {
+  Method m;
+  resolve_names(o, m);
+  resolve_shape(o, m);
+  resolve_parameters(o, m);
   return m;
 }
 

@@ -34,50 +34,12 @@ std::vector<int64_t> parse_distances(const std::string& text) {
   return out;
 }
 
-}  // namespace
-
-// `harness attention inspect`: what a method does to the logit at each distance. Values such as
-// --tau L/400 are read by the config schema, so they resolve exactly as in a run config.
-int attention_command(const Args& args) {
-  const std::string usage =
-      "usage: harness attention inspect --method NAME [--tau V] [--distances 0,1,10,100,1000]\n"
-      "                                 [--context T] [--train-context L] [--config FILE]\n"
-      "  V may be absolute (10) or relative to L (L/400). With --config, the method is the\n"
-      "  config's and the other options override it.\n"
-      "example: harness attention inspect --method si+p-rope --tau L/400 --train-context 64 --context 1024";
-  po::options_description options("attention inspect options");
-  std::string action, distances = "0,1,10,100,1000", config_path;
+// The config `attention inspect` describes: FILE, or the tiny default model, with each flag given
+// applied as the config key it stands for, so that flags are validated and resolved like a config
+// file and an error points at the flag. flag_keys: the parameters' flags and their keys.
+config::LoadedConfig inspected_config(const std::string& config_path, const po::variables_map& vm,
+                                      std::vector<std::pair<std::string, std::string>> flag_keys) {
   std::vector<std::string> sets;
-  po::options_description arguments;
-  arguments.add_options()("action", po::value(&action)->required(), "inspect");
-  options.add_options()
-      ("config,c", po::value(&config_path), "start from this run config")
-      ("method", po::value<std::string>(), "preset (see harness config keys)")
-      ("positional", po::value<std::string>(), "override the positional encoding")
-      ("transform", po::value<std::string>(), "override the logit transform")
-      ("p-rope-fraction", po::value<std::string>(), "fraction of rotated pairs")
-      ("p-rope-variant", po::value<std::string>(), "respread | truncate")
-      ("heads", po::value<std::string>(), "attention heads (ALiBi slopes)")
-      ("head-dim", po::value<std::string>(), "head dimension (RoPE frequencies)")
-      ("train-context", po::value<std::string>(), "training context L")
-      ("context", po::value<int64_t>(), "evaluation context T (default L)")
-      ("distances", po::value(&distances), "comma-separated distances t = i - j");
-  // One flag per declared parameter (attention/parameters.h): attention.p_rope_base is --p-rope-base.
-  std::vector<std::pair<std::string, std::string>> flag_keys;
-  for (const auto& p : attention::parameters()) {
-    std::string flag = p.name;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    options.add_options()(flag.c_str(), po::value<std::string>(), p.help);
-    flag_keys.emplace_back(flag, std::string("attention.") + p.name);
-  }
-  po::positional_options_description positional;
-  positional.add("action", 1);
-  po::variables_map vm;
-  if (!parse(usage, args, options, vm, &positional, &arguments)) return kExitOk;
-  if (action != "inspect")
-    throw InputError(fmt::format("attention: unknown action '{}'; expected inspect\n{}", action, usage));
-
-  // Map the flags onto config keys so they are validated and resolved like a config file.
   flag_keys.insert(flag_keys.end(),
                    {{"method", "attention.method"},
                     {"positional", "attention.positional"},
@@ -112,6 +74,52 @@ int attention_command(const Args& args) {
   }
   config::resolve_and_validate(loaded);
   note_unread_keys(loaded.config, flag_of);
+  return loaded;
+}
+
+}  // namespace
+
+// `harness attention inspect`: what a method does to the logit at each distance. Values such as
+// --tau L/400 are read by the config schema, so they resolve exactly as in a run config.
+int attention_command(const Args& args) {
+  const std::string usage =
+      "usage: harness attention inspect --method NAME [--tau V] [--distances 0,1,10,100,1000]\n"
+      "                                 [--context T] [--train-context L] [--config FILE]\n"
+      "  V may be absolute (10) or relative to L (L/400). With --config, the method is the\n"
+      "  config's and the other options override it.\n"
+      "example: harness attention inspect --method si+p-rope --tau L/400 --train-context 64 --context 1024";
+  po::options_description options("attention inspect options");
+  std::string action, distances = "0,1,10,100,1000", config_path;
+  po::options_description arguments;
+  arguments.add_options()("action", po::value(&action)->required(), "inspect");
+  options.add_options()
+      ("config,c", po::value(&config_path), "start from this run config")
+      ("method", po::value<std::string>(), "preset (see harness config keys)")
+      ("positional", po::value<std::string>(), "override the positional encoding")
+      ("transform", po::value<std::string>(), "override the logit transform")
+      ("p-rope-fraction", po::value<std::string>(), "fraction of rotated pairs")
+      ("p-rope-variant", po::value<std::string>(), "respread | truncate")
+      ("heads", po::value<std::string>(), "attention heads (ALiBi slopes)")
+      ("head-dim", po::value<std::string>(), "head dimension (RoPE frequencies)")
+      ("train-context", po::value<std::string>(), "training context L")
+      ("context", po::value<int64_t>(), "evaluation context T (default L)")
+      ("distances", po::value(&distances), "comma-separated distances t = i - j");
+  // One flag per declared parameter (attention/parameters.h): attention.p_rope_base is --p-rope-base.
+  std::vector<std::pair<std::string, std::string>> flag_keys;
+  for (const auto& p : attention::parameters()) {
+    std::string flag = p.name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    options.add_options()(flag.c_str(), po::value<std::string>(), p.help);
+    flag_keys.emplace_back(flag, std::string("attention.") + p.name);
+  }
+  po::positional_options_description positional;
+  positional.add("action", 1);
+  po::variables_map vm;
+  if (!parse(usage, args, options, vm, &positional, &arguments)) return kExitOk;
+  if (action != "inspect")
+    throw InputError(fmt::format("attention: unknown action '{}'; expected inspect\n{}", action, usage));
+
+  const config::LoadedConfig loaded = inspected_config(config_path, vm, flag_keys);
   const auto method = config::method_options(loaded.config);
   const int64_t T = vm.count("context") ? vm["context"].as<int64_t>() : method.train_context;
   try {
