@@ -67,6 +67,81 @@ std::vector<double> read_checked(hid_t group, const std::string& name, const Dim
   return std::move(a.data);
 }
 
+// /trained: one group per trained LogN run, its per-head table as (layers, heads) arrays.
+void write_trained(hid_t file, const std::vector<TrainedLognReport>& trained) {
+  auto trained_group = h5::create_group(file, "trained");
+  std::set<std::string> used;
+  for (const auto& t : trained) {
+    auto g = h5::create_group(trained_group, group_name(t.name, used));
+    h5::write_string_attr(g, "run_dir", t.run_dir);
+    h5::write_string_attr(g, "name", t.name);
+    h5::write_string_attr(g, "method", t.method);
+    h5::write_int_attr(g, "train_context", t.train_context);
+    h5::write_int_attr(g, "context", t.context);
+    h5::write_int_attr(g, "windows", t.windows);
+    h5::write_int_attr(g, "head_dim", t.head_dim);
+    h5::write_double_attr(g, "score_scale", t.score_scale);
+    const Dims dims{hsize_t(t.layers), hsize_t(t.heads)};
+    const auto column = [&](double TrainedHead::*field) {
+      std::vector<double> v;
+      for (const auto& h : t.table) v.push_back(h.*field);
+      return v;
+    };
+    h5::write_array(g, "scale", dims, column(&TrainedHead::scale), "1",
+                    "learned LogN scale s_h (blocks.<layer>.attn.core.logn_scale)");
+    h5::write_array(g, "gamma_eff", dims, column(&TrainedHead::gamma_eff), "1",
+                    "effective gamma = s_h * score_scale * head_dim");
+    h5::write_array(g, "key_cosine", dims, column(&TrainedHead::key_cosine), "cosine",
+                    "mean pairwise cosine of the QK-normed keys over window positions");
+    h5::write_array(g, "key_cosine_rotated", dims, column(&TrainedHead::key_cosine_rotated),
+                    "cosine", "the same for the keys as the kernel sees them (after rotary)");
+    h5::write_array(g, "gamma_c", dims, column(&TrainedHead::gamma_c), "1", "1/(1 - key_cosine)");
+    h5::write_array(g, "gamma_c_rotated", dims, column(&TrainedHead::gamma_c_rotated), "1",
+                    "1/(1 - key_cosine_rotated)");
+  }
+}
+
+std::vector<TrainedLognReport> read_trained(hid_t file, const std::string& path) {
+  std::vector<TrainedLognReport> out;
+  auto trained = h5::open_group(file, "trained");
+  for (const auto& name : h5::member_names(trained)) {
+    auto g = h5::open_group(trained, name);
+    TrainedLognReport t;
+    t.run_dir = h5::read_string_attr(g, "run_dir");
+    t.name = h5::read_string_attr(g, "name");
+    t.method = h5::read_string_attr(g, "method");
+    t.train_context = h5::read_int_attr(g, "train_context");
+    t.context = h5::read_int_attr(g, "context");
+    t.windows = h5::read_int_attr(g, "windows");
+    t.head_dim = h5::read_int_attr(g, "head_dim");
+    t.score_scale = h5::read_double_attr(g, "score_scale");
+    const auto scale = h5::read_array(g, "scale");
+    if (scale.dims.size() != 2) throw std::runtime_error(path + ": /trained/" + name + "/scale is not (layers, heads)");
+    t.layers = int64_t(scale.dims[0]);
+    t.heads = int64_t(scale.dims[1]);
+    const Dims dims = scale.dims;
+    const auto gamma_eff = read_checked(g, "gamma_eff", dims, path);
+    const auto key_cosine = read_checked(g, "key_cosine", dims, path);
+    const auto key_cosine_rotated = read_checked(g, "key_cosine_rotated", dims, path);
+    const auto gamma_c = read_checked(g, "gamma_c", dims, path);
+    const auto gamma_c_rotated = read_checked(g, "gamma_c_rotated", dims, path);
+    for (size_t k = 0; k < scale.data.size(); ++k) {
+      TrainedHead h;
+      h.layer = int64_t(k) / t.heads;
+      h.head = int64_t(k) % t.heads;
+      h.scale = scale.data[k];
+      h.gamma_eff = gamma_eff[k];
+      h.key_cosine = key_cosine[k];
+      h.key_cosine_rotated = key_cosine_rotated[k];
+      h.gamma_c = gamma_c[k];
+      h.gamma_c_rotated = gamma_c_rotated[k];
+      t.table.push_back(h);
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 }  // namespace
 
 void write_critical_scaling_file(const std::string& path, const CriticalScalingResult& r,
@@ -143,36 +218,7 @@ void write_critical_scaling_file(const std::string& path, const CriticalScalingR
     h5::write_array(causal, "self_weight", {r.N, r.D, r.R, r.G, 2}, r.causal_self_weight,
                     "attention weight", "causal mask: mean A_ii [scaling: per-row, global]");
 
-    auto trained_group = h5::create_group(file, "trained");
-    std::set<std::string> used;
-    for (const auto& t : trained) {
-      auto g = h5::create_group(trained_group, group_name(t.name, used));
-      h5::write_string_attr(g, "run_dir", t.run_dir);
-      h5::write_string_attr(g, "name", t.name);
-      h5::write_string_attr(g, "method", t.method);
-      h5::write_int_attr(g, "train_context", t.train_context);
-      h5::write_int_attr(g, "context", t.context);
-      h5::write_int_attr(g, "windows", t.windows);
-      h5::write_int_attr(g, "head_dim", t.head_dim);
-      h5::write_double_attr(g, "score_scale", t.score_scale);
-      const Dims dims{hsize_t(t.layers), hsize_t(t.heads)};
-      const auto column = [&](double TrainedHead::*field) {
-        std::vector<double> v;
-        for (const auto& h : t.table) v.push_back(h.*field);
-        return v;
-      };
-      h5::write_array(g, "scale", dims, column(&TrainedHead::scale), "1",
-                      "learned LogN scale s_h (blocks.<layer>.attn.core.logn_scale)");
-      h5::write_array(g, "gamma_eff", dims, column(&TrainedHead::gamma_eff), "1",
-                      "effective gamma = s_h * score_scale * head_dim");
-      h5::write_array(g, "key_cosine", dims, column(&TrainedHead::key_cosine), "cosine",
-                      "mean pairwise cosine of the QK-normed keys over window positions");
-      h5::write_array(g, "key_cosine_rotated", dims, column(&TrainedHead::key_cosine_rotated),
-                      "cosine", "the same for the keys as the kernel sees them (after rotary)");
-      h5::write_array(g, "gamma_c", dims, column(&TrainedHead::gamma_c), "1", "1/(1 - key_cosine)");
-      h5::write_array(g, "gamma_c_rotated", dims, column(&TrainedHead::gamma_c_rotated), "1",
-                      "1/(1 - key_cosine_rotated)");
-    }
+    write_trained(file, trained);
   });
 }
 
@@ -235,42 +281,7 @@ CriticalScalingFile read_critical_scaling_file(const std::string& path) {
   r.causal_fraction = read_checked(causal, "fraction", {r.N, r.D, r.R, r.G, 2, 3}, path);
   r.causal_self_weight = read_checked(causal, "self_weight", {r.N, r.D, r.R, r.G, 2}, path);
 
-  auto trained = h5::open_group(file, "trained");
-  for (const auto& name : h5::member_names(trained)) {
-    auto g = h5::open_group(trained, name);
-    TrainedLognReport t;
-    t.run_dir = h5::read_string_attr(g, "run_dir");
-    t.name = h5::read_string_attr(g, "name");
-    t.method = h5::read_string_attr(g, "method");
-    t.train_context = h5::read_int_attr(g, "train_context");
-    t.context = h5::read_int_attr(g, "context");
-    t.windows = h5::read_int_attr(g, "windows");
-    t.head_dim = h5::read_int_attr(g, "head_dim");
-    t.score_scale = h5::read_double_attr(g, "score_scale");
-    const auto scale = h5::read_array(g, "scale");
-    if (scale.dims.size() != 2) throw std::runtime_error(path + ": /trained/" + name + "/scale is not (layers, heads)");
-    t.layers = int64_t(scale.dims[0]);
-    t.heads = int64_t(scale.dims[1]);
-    const Dims dims = scale.dims;
-    const auto gamma_eff = read_checked(g, "gamma_eff", dims, path);
-    const auto key_cosine = read_checked(g, "key_cosine", dims, path);
-    const auto key_cosine_rotated = read_checked(g, "key_cosine_rotated", dims, path);
-    const auto gamma_c = read_checked(g, "gamma_c", dims, path);
-    const auto gamma_c_rotated = read_checked(g, "gamma_c_rotated", dims, path);
-    for (size_t k = 0; k < scale.data.size(); ++k) {
-      TrainedHead h;
-      h.layer = int64_t(k) / t.heads;
-      h.head = int64_t(k) % t.heads;
-      h.scale = scale.data[k];
-      h.gamma_eff = gamma_eff[k];
-      h.key_cosine = key_cosine[k];
-      h.key_cosine_rotated = key_cosine_rotated[k];
-      h.gamma_c = gamma_c[k];
-      h.gamma_c_rotated = gamma_c_rotated[k];
-      t.table.push_back(h);
-    }
-    out.trained.push_back(std::move(t));
-  }
+  out.trained = read_trained(file, path);
   return out;
 }
 
