@@ -14,8 +14,8 @@ namespace attention {
 
 // params: the module's learned parameters in the row's `learned` order, (H) or (H, per_head) each.
 // Returns the (H, T) table on the parameters' device, float32 (float64 for float64 parameters),
-// differentiable w.r.t. each of them;
-// undefined when the method has no learned bias.
+// differentiable w.r.t. each of them (the backward reads `method`: it must outlive the graph, as
+// the module's own does); undefined when the method has no learned bias.
 torch::Tensor learned_bias_table(const Method& method, const std::vector<torch::Tensor>& params, int64_t T);
 
 // The same as a ScoreMod the statistics and the materialised decode path read: mod with its
