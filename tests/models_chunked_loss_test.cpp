@@ -6,6 +6,7 @@
 
 #include "models/chunked_loss.h"
 #include "models/gpt.h"
+#include "test_models.h"
 
 namespace {
 
@@ -14,14 +15,9 @@ double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 models::GPTOptions small_gpt(const std::string& method) {
-  models::GPTOptions o;
+  models::GPTOptions o = test_support::small_gpt_options(16, 24);
   o.vocab_size = 61;  // not a multiple of any chunk below
-  o.layers = 2;
-  o.d_model = 24;
-  o.heads = 2;
-  o.head_dim = 12;
   o.attention.method = method;
-  o.attention.train_context = 16;
   return o;
 }
 

@@ -6,18 +6,11 @@
 #include <string>
 
 #include "models/gpt.h"
+#include "test_models.h"
 
 namespace {
 
-models::GPTOptions tiny(int64_t context = 16) {
-  models::GPTOptions o;
-  o.layers = 2;
-  o.d_model = 32;
-  o.heads = 2;
-  o.head_dim = 16;
-  o.attention.train_context = context;
-  return o;
-}
+models::GPTOptions tiny(int64_t context = 16) { return test_support::small_gpt_options(context); }
 
 // Expects std::invalid_argument whose message names `option`.
 template <class F>

@@ -11,18 +11,11 @@
 #include "models/gpt.h"
 #include "models/optimizers.h"
 #include "models/schedule.h"
+#include "test_models.h"
 
 namespace {
 
-models::GPTOptions small_model(int64_t context) {
-  models::GPTOptions o;
-  o.layers = 2;
-  o.d_model = 64;
-  o.heads = 2;
-  o.head_dim = 32;
-  o.attention.train_context = context;
-  return o;
-}
+models::GPTOptions small_model(int64_t context) { return test_support::small_gpt_options(context, 64); }
 
 // Batches of a repeated short text (deterministic given the step).
 struct RepeatedText {

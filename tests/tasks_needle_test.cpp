@@ -28,6 +28,7 @@
 #include "sweeps/run_status.h"
 #include "sweeps/runner.h"
 #include "sweeps/sweep_file.h"
+#include "test_models.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -161,16 +162,10 @@ namespace {
 
 models::GPT random_gpt(const std::string& method, int64_t L, uint64_t seed) {
   torch::manual_seed(seed);
-  models::GPTOptions o;
-  o.vocab_size = 256;
-  o.layers = 2;
-  o.d_model = 32;
-  o.heads = 2;
-  o.head_dim = 16;
+  models::GPTOptions o = test_support::small_gpt_options(L);
   o.attention.method = method;
   o.attention.parameters[attention::Parameter::kTau] = L / 400.0 * 10;
   o.attention.parameters[attention::Parameter::kPRopeBase] = L / 4.0;
-  o.attention.train_context = L;
   models::GPT model(o);
   torch::NoGradGuard ng;
   for (auto& p : model->parameters()) p.normal_(0, 0.3);  // no zero-initialised head: real argmaxes
