@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 
 #include "harness/common/errors.h"
+#include "harness/common/mean_se.h"
 
 namespace analysis {
 
@@ -15,6 +17,15 @@ double uncertainty(const Cell& c, std::string* source = nullptr) {
   const bool seeds = c.n > 1 && !std::isnan(c.se);
   if (source) *source = seeds ? "seeds" : "windows";
   return seeds ? c.se : c.window_se;
+}
+
+// One seed each, scored on the same windows: the standard error of the mean per-window difference.
+std::optional<double> paired_window_se(const Cell& a, const Cell& b) {
+  if (a.n != 1 || b.n != 1 || a.window_loss.size() < 2 || a.window_loss.size() != b.window_loss.size())
+    return std::nullopt;
+  std::vector<double> d(a.window_loss.size());
+  for (size_t i = 0; i < d.size(); ++i) d[i] = a.window_loss[i] - b.window_loss[i];
+  return harness::mean_se(d).se;
 }
 
 }  // namespace
@@ -46,8 +57,13 @@ std::vector<TauVerdict> tau_verdicts(const Table& t, const std::string& tau_text
     v.best_loss = t.cells[best][c]->mean;
     v.best_u = uncertainty(*t.cells[best][c]);
     v.gap = v.loss - v.best_loss;
-    const double u = std::sqrt(v.loss_u * v.loss_u + v.best_u * v.best_u);
-    v.k = best == own ? 0.0 : v.gap / u;  // NaN when no uncertainty is known
+    v.gap_se = std::sqrt(v.loss_u * v.loss_u + v.best_u * v.best_u);
+    const auto paired = paired_window_se(*t.cells[own][c], *t.cells[best][c]);
+    if (best != own && paired) {
+      v.gap_se = *paired;
+      v.uncertainty = "paired windows";
+    }
+    v.k = best == own ? 0.0 : v.gap / v.gap_se;  // NaN when no uncertainty is known
     v.within = v.k <= k_max;
     out.push_back(v);
   }
@@ -67,9 +83,13 @@ std::string format_verdicts(const std::vector<TauVerdict>& verdicts, int64_t L, 
       out += fmt::format("{}: τ = {} is {:.4f} nats above the best τ = {}; no standard error (one seed and no "
                          "per-window s.e. in the run files): no verdict\n", where, v.tau, v.gap, v.best_tau);
     } else {
+      const bool paired = v.uncertainty == "paired windows";
       out += fmt::format("{}: τ = {} is {} {:.1f} s.e. of the best (best τ = {}: {:.4f} ± {:.4f} vs {:.4f} ± "
-                         "{:.4f}, s.e. over {})\n", where, v.tau, v.within ? "within" : "worse by", v.k, v.best_tau,
-                         v.best_loss, v.best_u, v.loss, v.loss_u, v.uncertainty);
+                         "{:.4f}, s.e. over {}{})\n", where, v.tau, v.within ? "within" : "worse by", v.k, v.best_tau,
+                         v.best_loss, v.best_u, v.loss, v.loss_u, paired ? "windows" : v.uncertainty,
+                         paired ? fmt::format("; the gap {:.4f} ± {:.4f} over the same windows, paired", v.gap,
+                                              v.gap_se)
+                                : "");
     }
     within += v.within;
     unknown += std::isnan(v.k);

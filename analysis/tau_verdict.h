@@ -1,7 +1,10 @@
 // The verdict of `harness tau check`: at each validation context, how far the config's τ is from
-// the best τ of the grid, in standard errors. A cell's uncertainty is its standard error over
-// seeds, or over validation windows when it has one seed; two cells combine in quadrature (the
-// seeds are independent runs). "Within" means at most `k_max` combined standard errors.
+// the best τ of the grid, in standard errors of the gap. With two or more seeds a cell's
+// uncertainty is its standard error over seeds, and two cells combine in quadrature (independent
+// runs; the shared validation windows cancel in the gap). With one seed the gap's standard error
+// is over validation windows, paired: sd of the per-window differences / √windows, since both
+// runs are scored on the same windows (in quadrature only when the run files lack per-window
+// losses). "Within" means a gap of at most `k_max` such standard errors.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +21,10 @@ struct TauVerdict {
   double loss = 0, loss_u = 0;  // the config's τ: mean loss and its uncertainty
   double best_loss = 0, best_u = 0;
   double gap = 0;               // loss − best_loss (>= 0)
-  double k = 0;                 // gap / √(loss_u² + best_u²); 0 when τ is the best
+  double gap_se = 0;            // its standard error: paired over windows, or √(loss_u² + best_u²)
+  double k = 0;                 // gap / gap_se; 0 when τ is the best
   bool within = true;           // k <= k_max
-  std::string uncertainty;      // "seeds" or "windows" (the config's τ cell)
+  std::string uncertainty;      // "seeds", "windows" or "paired windows"
 };
 
 // `table`: rows attention.tau, columns context (build_table with window_se). One verdict per

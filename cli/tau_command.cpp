@@ -28,8 +28,8 @@ const char* kUsage =
     "  <run.out_dir>/tau-check-<run id>/tau-check.yaml — a rerun resumes and skips finished runs, and\n"
     "  `harness sweep submit` that file runs it on Slurm (then `--no-run` reports) — and prints the\n"
     "  validation loss per τ and context with the verdict: is τ within k standard errors (over\n"
-    "  seeds, or over validation windows for one seed) of the best τ at each context. The table,\n"
-    "  the verdict and the figure loss_vs_tau go beside the sweep file.\n"
+    "  seeds, or for one seed over the same validation windows, paired) of the best τ at each\n"
+    "  context. The table, the verdict and the figure loss_vs_tau go beside the sweep file.\n"
     "example: harness tau check --config sweeps/examples/tiny.yaml --jobs 2 --threads-per-job 1";
 
 template <class T>

@@ -28,7 +28,8 @@ namespace {
 // A done run of `method` and `seed` with final validation losses `loss` at T = 64, 256, and
 // entropy statistics at T = 64.
 void write_run(const fs::path& dir, const std::string& method, int seed, std::vector<double> loss,
-               const std::string& state = "done", std::vector<double> loss_se = {}) {
+               const std::string& state = "done", std::vector<double> loss_se = {},
+               std::vector<double> window_loss = {}) {
   const auto c = harness::config::load_run_config_text(
       "attention: {method: " + method + "}\ntrain: {context: 64, seed: " + std::to_string(seed) + "}\n", "x.yaml");
   results::RunRecord r;
@@ -40,6 +41,7 @@ void write_run(const fs::path& dir, const std::string& method, int seed, std::ve
     rows.step = {100, 200};
     rows.loss = {loss[k] + 1, loss[k]};
     if (!loss_se.empty()) rows.loss_se = {1.0, loss_se[k]};  // the first validation's is not read
+    rows.window_loss = window_loss;
   }
   results::DatasetGroup g;
   g.arrays["entropy"] = {{1, 1, 2}, {loss[0], loss[0] + 2}, "nats"};  // (E, layers, heads)
@@ -146,8 +148,8 @@ TEST(ExportTable, MeansStandardErrorsAndSeedsInEveryFormat) {
 // last validation's), in Markdown and as a CSV column; a run file without it shows "?".
 TEST(ExportTable, WindowStandardErrorsBesideTheSeeds) {
   test_support::TempDir tmp;
-  write_run(tmp.path / "r0", "rope", 0, {1.0, 2.0}, "done", {0.01, 0.05});
-  write_run(tmp.path / "r1", "rope", 1, {1.2, 2.0}, "done", {0.03, 0.07});
+  write_run(tmp.path / "r0", "rope", 0, {1.0, 2.0}, "done", {0.01, 0.05}, {0.5, 1.5});
+  write_run(tmp.path / "r1", "rope", 1, {1.2, 2.0}, "done", {0.03, 0.07}, {0.7, 2.5});
   write_run(tmp.path / "a0", "alibi", 0, {1.1, 1.5});
   analysis::TableOptions o;
   o.window_se = true;
@@ -156,6 +158,16 @@ TEST(ExportTable, WindowStandardErrorsBesideTheSeeds) {
   EXPECT_NE(md.find("1.1000 ± 0.1000 (2; windows ± 0.0200)"), std::string::npos) << md;
   EXPECT_NE(md.find("2.0000 ± 0.0000 (2; windows ± 0.0600)"), std::string::npos) << md;
   EXPECT_NE(md.find("1.1000 (1; windows ?)"), std::string::npos) << md;
+  // Each window's loss, averaged over the seeds window by window; none for a run without them.
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    const auto& cell = *t.cells[r][0];
+    if (t.rows[r][0] == "rope") {
+      ASSERT_EQ(cell.window_loss.size(), 2u);
+      EXPECT_NEAR(cell.window_loss[0], 0.6, 1e-12);
+      EXPECT_NEAR(cell.window_loss[1], 2.0, 1e-12);
+    } else
+      EXPECT_TRUE(cell.window_loss.empty()) << t.rows[r][0];
+  }
   const auto csv = lines(analysis::format_table(t, "csv"));
   EXPECT_EQ(split(csv[0], ',')[4], "64 (1L) window_se");
   for (const auto& line : csv) EXPECT_EQ(std::count(line.begin(), line.end(), ','), 8) << line;  // 9 fields
@@ -330,29 +342,6 @@ TEST(ExportTable, AMisshapenBandMetricSuggestsTheRightForm) {
     EXPECT_NE(std::string(e.what()).find("e.g. attention/band_mass@10 "), std::string::npos) << e.what();
     EXPECT_EQ(std::string(e.what()).find("@10x2@"), std::string::npos) << e.what();
   }
-}
-
-TEST(LossTable, MeanOverSeedsIsTheMeanAndItsStandardError) {
-  analysis::LossTable t;
-  t.label_names = {"attention.method", "train.seed"};
-  t.contexts = {64};
-  for (const auto& [seed, loss] : std::vector<std::pair<std::string, double>>{{"0", 1.0}, {"1", 1.2}, {"2", 1.7}}) {
-    analysis::LossTableRow row;
-    row.run_id = "r" + seed;
-    row.labels = {"rope", seed};
-    row.state = "done";
-    row.loss[64] = loss;
-    t.rows.push_back(row);
-  }
-  const auto merged = analysis::average_over(t, "train.seed");
-  ASSERT_EQ(merged.rows.size(), 1u);
-  EXPECT_EQ(merged.rows[0].runs, 3);
-  const double mean = (1.0 + 1.2 + 1.7) / 3;
-  const double var = ((1.0 - mean) * (1.0 - mean) + (1.2 - mean) * (1.2 - mean) + (1.7 - mean) * (1.7 - mean)) / 2;
-  EXPECT_NEAR(merged.rows[0].loss.at(64), mean, 1e-12);
-  EXPECT_NEAR(merged.rows[0].loss_se.at(64), std::sqrt(var / 3), 1e-12);
-  EXPECT_NE(analysis::format_text(merged).find("standard error"), std::string::npos);
-  EXPECT_NE(analysis::format_csv(merged).find("loss_se_64"), std::string::npos);
 }
 
 namespace {

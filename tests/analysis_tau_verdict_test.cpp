@@ -73,3 +73,26 @@ TEST(TauVerdict, TheBestTauIsItsOwnVerdictAndUnknownErrorsGiveNone) {
   EXPECT_NE(analysis::format_verdicts(none, 64).find("no verdict"), std::string::npos);
   EXPECT_THROW(analysis::tau_verdicts(t, "3.2"), harness::InputError);
 }
+
+TEST(TauVerdict, OneSeedGapIsPairedOverTheSameWindows) {
+  auto t = table();
+  // T = 256, one seed each, four shared windows: the config's τ is worse by 0.10, 0.12, 0.08, 0.10.
+  t.cells[0][1]->window_loss = {1.3, 1.5, 1.4, 1.4};
+  t.cells[1][1]->window_loss = {1.4, 1.62, 1.48, 1.5};
+  const auto v = analysis::tau_verdicts(t, "0.16");
+  ASSERT_EQ(v.size(), 2u);
+  // Differences: mean 0.1, squared deviations 0 + 0.0004 + 0.0004 + 0, so
+  // s.e. = √(0.0008 / 3 / 4) and k = 0.1 / s.e. = √150, not the unpaired 20.
+  EXPECT_NEAR(v[1].gap_se, std::sqrt(0.0008 / 12), 1e-12);
+  EXPECT_NEAR(v[1].k, std::sqrt(150.0), 1e-9);
+  EXPECT_EQ(v[1].uncertainty, "paired windows");
+  EXPECT_EQ(v[0].uncertainty, "seeds");  // two seeds: the seeds' s.e., windows or not
+  const std::string text = analysis::format_verdicts(v, 64);
+  EXPECT_NE(text.find("worse by 12.2 s.e."), std::string::npos) << text;
+  EXPECT_NE(text.find("the gap 0.1000 ± 0.0082 over the same windows, paired"), std::string::npos) << text;
+  // Different windows (counts differ): no pairing, the windows' s.e. in quadrature as before.
+  t.cells[0][1]->window_loss.pop_back();
+  const auto unpaired = analysis::tau_verdicts(t, "0.16");
+  EXPECT_NEAR(unpaired[1].k, 20.0, 1e-9);
+  EXPECT_EQ(unpaired[1].uncertainty, "windows");
+}

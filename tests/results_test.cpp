@@ -35,6 +35,7 @@ results::RunRecord sample() {
       e.score_std.push_back({0.9, 1.1});
     }
   }
+  r.eval[64].window_loss = {3.5, 4.5, 6.5};  // the last validation's (step 4), three windows
   r.state = results::RunState::kInterrupted;
   r.reason = "signal 15 at step 5";
   r.status_step = 5;
@@ -64,6 +65,8 @@ TEST(Results, PublishThenReadRoundTrips) {
   EXPECT_EQ(back.eval.at(256).loss, r.eval.at(256).loss);
   EXPECT_EQ(back.eval.at(64).position_loss, r.eval.at(64).position_loss);
   EXPECT_EQ(back.eval.at(64).score_std, r.eval.at(64).score_std);
+  EXPECT_EQ(back.eval.at(64).window_loss, r.eval.at(64).window_loss);
+  EXPECT_TRUE(back.eval.at(256).window_loss.empty());  // none stored: none read
   EXPECT_EQ(back.state, results::RunState::kInterrupted);
   EXPECT_EQ(back.reason, r.reason);
   EXPECT_EQ(back.status_step, 5);
@@ -76,6 +79,11 @@ TEST(Results, TruncateAfterDropsLaterRows) {
   EXPECT_EQ(r.train.seconds.size(), 3u);
   EXPECT_EQ(r.eval.at(64).step, (std::vector<int64_t>{2}));
   EXPECT_EQ(r.eval.at(64).position_loss.size(), 1u);
+  // The window losses were step 4's, which is dropped: they go with it.
+  EXPECT_TRUE(r.eval.at(64).window_loss.empty());
+  auto kept = sample();
+  kept.truncate_after(4);
+  EXPECT_EQ(kept.eval.at(64).window_loss.size(), 3u);
 }
 
 TEST(Results, ReadableByH5pyWithoutOurCode) {

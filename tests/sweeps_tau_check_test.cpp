@@ -96,7 +96,8 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
   EXPECT_TRUE(fs::exists(dir / "table.md"));
   EXPECT_TRUE(fs::exists(dir / "figures" / "loss_vs_tau.csv"));
 
-  // 3. The verdict from the run files by hand: one seed, so the windows' s.e.
+  // 3. The verdict from the run files by hand: one seed, so the s.e. of the per-window differences
+  //    (both runs are scored on the same windows).
   std::map<std::string, results::RunRecord> records;
   for (const auto& r : sweep.runs)
     records[r.setting_text("attention.tau")] = results::read_run_file((tmp.path / r.run_dir / "run.h5").string());
@@ -109,7 +110,14 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
     if (gap <= 0) {
       EXPECT_NE(out.find(where + "is the best of the grid"), std::string::npos) << out;
     } else {
-      const double k = gap / std::sqrt(own.loss_se.back() * own.loss_se.back() + other.loss_se.back() * other.loss_se.back());
+      ASSERT_EQ(own.window_loss.size(), other.window_loss.size());
+      const double n = double(own.window_loss.size());
+      double mean = 0, ss = 0;
+      for (size_t w = 0; w < own.window_loss.size(); ++w) mean += (own.window_loss[w] - other.window_loss[w]) / n;
+      for (size_t w = 0; w < own.window_loss.size(); ++w)
+        ss += std::pow(own.window_loss[w] - other.window_loss[w] - mean, 2);
+      EXPECT_NEAR(mean, gap, 1e-9);
+      const double k = gap / std::sqrt(ss / (n - 1) / n);
       EXPECT_NE(out.find(fmt::format("{}is {} {:.1f} s.e. of the best (best τ = 0.12", where,
                                      k <= 2 ? "within" : "worse by", k)),
                 std::string::npos) << out;

@@ -155,5 +155,7 @@ TEST(Evaluate, WindowLossesAndTheirStandardErrorMatchADirectComputation) {
     // What the trainer stored at its last validation is the same model's.
     EXPECT_NEAR(rows.loss.back(), r.loss, 1e-6);
     EXPECT_NEAR(rows.loss_se.back(), r.loss_se, 1e-6);
+    ASSERT_EQ(int64_t(rows.window_loss.size()), N);
+    for (int64_t w = 0; w < N; ++w) EXPECT_NEAR(rows.window_loss[size_t(w)], direct[size_t(w)], 1e-6);
   }
 }

@@ -10,6 +10,7 @@
 #include <set>
 #include <tuple>
 
+#include "analysis/export/csv_field.h"
 #include "harness/common/errors.h"
 #include "harness/common/mean_se.h"
 #include "results/attention_group.h"
@@ -174,6 +175,19 @@ std::optional<double> metric_window_se(const results::RunRecord& r, const Metric
   return a->second.values[0];
 }
 
+std::vector<double> metric_window_loss(const results::RunRecord& r, const MetricSpec& m, int64_t T) {
+  if (m.name != "loss") return {};
+  if (m.source == "eval") {
+    const auto it = r.eval.find(T);
+    return it == r.eval.end() ? std::vector<double>{} : it->second.window_loss;
+  }
+  if (m.source != "analysis") return {};
+  const auto it = r.analysis.find(T);
+  if (it == r.analysis.end()) return {};
+  const auto a = it->second.arrays.find("window_loss");
+  return a == it->second.arrays.end() ? std::vector<double>{} : a->second.values;
+}
+
 namespace {
 
 // The keys along rows and columns: given, or every varying key but the seed along rows; each
@@ -206,6 +220,7 @@ struct Sample {
   std::vector<std::string> row, col;
   double value;
   double window_se;  // NaN when unknown
+  std::vector<double> window_loss;  // empty when unknown
 };
 
 // The samples of the done runs; the others are listed in t.missing. Returns the training
@@ -231,7 +246,8 @@ int64_t collect_samples(const RunSet& set, const MetricSpec& metric, Table& t,
         return out;
       };
       samples.push_back({label(t.row_keys), label(t.col_keys), *v,
-                         metric_window_se(*run.record, metric, T).value_or(std::nan(""))});
+                         metric_window_se(*run.record, metric, T).value_or(std::nan("")),
+                         metric_window_loss(*run.record, metric, T)});
     }
   }
   return std::max<int64_t>(common_L, 0);
@@ -279,10 +295,12 @@ bool metric_window_se_known(const MetricSpec& m) {
 std::optional<Cell> cell_of(const std::vector<Sample>& samples, const std::vector<std::string>& row,
                             const std::vector<std::string>& col) {
   std::vector<double> v, window_se;
+  std::vector<const std::vector<double>*> window_loss;
   for (const auto& s : samples)
     if (s.row == row && s.col == col) {
       v.push_back(s.value);
       window_se.push_back(s.window_se);  // NaN when any run lacks it: the mean is then unknown
+      window_loss.push_back(&s.window_loss);
     }
   if (v.empty()) return std::nullopt;
   const auto m = harness::mean_se(v);
@@ -291,6 +309,14 @@ std::optional<Cell> cell_of(const std::vector<Sample>& samples, const std::vecto
   cell.mean = m.mean;
   cell.se = m.se;
   cell.window_se = harness::mean_se(window_se).mean;
+  const size_t windows = window_loss[0]->size();
+  bool same = windows > 0;
+  for (const auto* w : window_loss) same = same && w->size() == windows;
+  if (same) {
+    cell.window_loss.assign(windows, 0.0);
+    for (const auto* w : window_loss)
+      for (size_t i = 0; i < windows; ++i) cell.window_loss[i] += (*w)[i] / double(window_loss.size());
+  }
   return cell;
 }
 
@@ -363,13 +389,6 @@ std::string cell_text(const std::optional<Cell>& cell, const char* pm, bool wind
   if (window_se)
     text += std::isnan(cell->window_se) ? "; windows ?" : fmt::format("; windows {} {:.4f}", pm, cell->window_se);
   return text + ")";
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (const char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return out + "\"";
 }
 
 std::string tex_escape(const std::string& s) {

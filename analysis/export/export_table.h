@@ -41,6 +41,10 @@ std::optional<double> metric_value(const results::RunRecord& record, const Metri
 // when the file predates it.
 std::optional<double> metric_window_se(const results::RunRecord& record, const MetricSpec& metric,
                                        int64_t context);
+// Each validation window's loss, in window order (loss: the last validation's; analysis/loss);
+// empty for other metrics or when the file predates it.
+std::vector<double> metric_window_loss(const results::RunRecord& record, const MetricSpec& metric,
+                                       int64_t context);
 
 struct TableOptions {
   std::string metric = "loss";
@@ -55,6 +59,8 @@ struct Cell {
   int n = 0;                // seeds (runs) averaged
   double window_se = 0;     // loss metrics: the runs' mean standard error over validation windows
                             // (NaN when unknown)
+  std::vector<double> window_loss;  // loss metrics: each window's loss, mean over the seeds (empty
+                                    // when a run lacks them or the runs' window counts differ)
 };
 
 struct Table {
