@@ -1,10 +1,11 @@
 // `harness sweep plan|run|run-one|status|table|submit`: argument parsing only; the logic lives in
-// sweeps/ (sweep files, runner, Slurm) and analysis/ (the loss table).
+// sweeps/ (sweep files, runner, Slurm) and analysis/export/ (the tables).
 #include <fmt/format.h>
 
 #include <fstream>
 
 #include "analysis/theory/critical_scaling_config.h"
+#include "analysis/export/export_table.h"
 #include "analysis/export/loss_table.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -126,10 +127,20 @@ int table(const Args& args) {
   std::string csv_path;
   options.add_options()
       ("csv", po::value(&csv_path), "also write the table as CSV to PATH")
-      ("mean-over-seeds", "one row per setting: mean ± standard error over train.seed");
+      ("mean-over-seeds", "one row per setting: mean ± standard error over train.seed (export table's)");
   po::variables_map vm;
   std::string file;
   if (!parse_action("table", args, options, vm, file)) return kExitOk;
+  if (vm.count("mean-over-seeds")) {
+    // `export table`'s table (one builder of mean ± s.e.), over the done runs; the others listed.
+    const auto t = analysis::build_table(analysis::load_run_set(file), {});
+    fmt::print("{}", analysis::format_table(t, "md"));
+    if (!csv_path.empty()) {
+      sweeps::write_file_atomically(csv_path, analysis::format_table(t, "csv"));
+      fmt::print("CSV: {}\n", csv_path);
+    }
+    return kExitOk;
+  }
   const auto sweep = sweeps::load_sweep(file);
   const auto statuses = sweeps::inspect_runs(sweep);
   std::vector<analysis::LossTableInput> inputs;
@@ -143,7 +154,6 @@ int table(const Args& args) {
   auto loss_table = analysis::build_loss_table(sweep.varying_keys, inputs);
   // The sweep knows more than run.h5 (a live lock means running; no holder means killed).
   for (size_t i = 0; i < statuses.size(); ++i) loss_table.rows[i].state = sweeps::state_name(statuses[i]);
-  if (vm.count("mean-over-seeds")) loss_table = analysis::average_over(loss_table, "train.seed");
   fmt::print("# sweep {}: final validation loss by run and context ({}/)\n{}", sweep.name,
              sweep.sweep_dir, analysis::format_text(loss_table));
   if (!csv_path.empty()) {

@@ -180,9 +180,15 @@ TEST(SweepCommand, KilledWorkerAndStoppedRunnerResumeWithoutDuplicatedSteps) {
   EXPECT_NE(plan.find("2 of 2 runs done"), std::string::npos) << plan;
   ASSERT_EQ(run(dir, {"sweep", "table", file.string(), "--csv", (dir / "table.csv").string()}, dir / "table.log"), 0);
   const std::string csv = test_support::read_text(dir / "table.csv");
-  EXPECT_EQ(csv.rfind("run_id,train.seed,state,runs,loss_16,loss_64\n", 0), 0u) << csv;
-  EXPECT_EQ(count(csv, ",done,1,"), 2u) << csv;
+  EXPECT_EQ(csv.rfind("run_id,train.seed,state,loss_16,loss_64\n", 0), 0u) << csv;
+  EXPECT_EQ(count(csv, ",done,"), 2u) << csv;
   EXPECT_NE(test_support::read_text(dir / "table.log").find("val@64"), std::string::npos);
+  // Mean over seeds is export table's table, not a second builder.
+  ASSERT_EQ(run(dir, {"sweep", "table", file.string(), "--mean-over-seeds"}, dir / "mean.log"), 0);
+  ASSERT_EQ(run(dir, {"export", "table", file.string()}, dir / "export.log"), 0);
+  EXPECT_EQ(test_support::read_text(dir / "mean.log"), test_support::read_text(dir / "export.log"));
+  EXPECT_NE(test_support::read_text(dir / "mean.log").find("± "), std::string::npos)
+      << test_support::read_text(dir / "mean.log");
   fs::remove_all(dir);
 }
 

@@ -3,29 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 #include <set>
 
-#include "harness/common/mean_se.h"
+#include "analysis/export/csv_field.h"
 #include "results/run_file.h"
 
 namespace analysis {
-
-namespace {
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (const char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-bool averaged(const LossTable& table) {
-  return std::any_of(table.rows.begin(), table.rows.end(), [](const auto& r) { return r.runs > 1; });
-}
-
-}  // namespace
 
 LossTable build_loss_table(const std::vector<std::string>& label_names,
                            const std::vector<LossTableInput>& runs) {
@@ -55,136 +39,67 @@ LossTable build_loss_table(const std::vector<std::string>& label_names,
   return table;
 }
 
-LossTable average_over(const LossTable& table, const std::string& label) {
-  const auto it = std::find(table.label_names.begin(), table.label_names.end(), label);
-  if (it == table.label_names.end()) return table;
-  const size_t drop = size_t(it - table.label_names.begin());
-  LossTable out;
-  out.contexts = table.contexts;
-  out.label_names = table.label_names;
-  out.label_names.erase(out.label_names.begin() + long(drop));
-  std::vector<std::vector<const LossTableRow*>> groups;
-  for (const auto& row : table.rows) {
-    auto labels = row.labels;
-    labels.erase(labels.begin() + long(drop));
-    size_t g = 0;
-    while (g < out.rows.size() && out.rows[g].labels != labels) ++g;
-    if (g == out.rows.size()) {
-      LossTableRow merged;
-      merged.labels = labels;
-      merged.runs = 0;
-      merged.state = row.state;
-      out.rows.push_back(merged);
-      groups.emplace_back();
-    }
-    groups[g].push_back(&row);
-    if (out.rows[g].state != row.state) out.rows[g].state = "mixed";
-  }
-  for (size_t g = 0; g < out.rows.size(); ++g) {
-    auto& merged = out.rows[g];
-    merged.runs = int(groups[g].size());
-    for (const int64_t T : out.contexts) {
-      std::vector<double> values;
-      for (const auto* row : groups[g])
-        if (const auto v = row->loss.find(T); v != row->loss.end()) values.push_back(v->second);
-      if (values.empty()) continue;
-      // ± standard error, as `export table` reports: one convention for every table.
-      const auto m = harness::mean_se(values);
-      merged.loss[T] = m.mean;
-      merged.loss_se[T] = m.se;
-    }
-  }
-  return out;
-}
+namespace {
 
-std::string format_text(const LossTable& table) {
-  const bool mean = averaged(table);
-  std::vector<std::string> header;
-  if (!mean) header.push_back("run");
+// The header and one line per run: the text form ("val@T", losses to 4 digits, '*' on the lowest
+// per context, '-' when none) or the CSV form ("loss_T", 6 digits, empty when none).
+std::vector<std::vector<std::string>> lines(const LossTable& table, bool csv) {
+  std::vector<std::string> header = {csv ? "run_id" : "run"};
   for (const auto& l : table.label_names) header.push_back(l);
   header.push_back("state");
-  if (mean) header.push_back("runs");
-  for (const int64_t T : table.contexts) header.push_back(fmt::format("val@{}", T));
-
+  for (const int64_t T : table.contexts) header.push_back(fmt::format(csv ? "loss_{}" : "val@{}", T));
   std::map<int64_t, double> best;
   for (const auto& row : table.rows)
     for (const auto& [T, v] : row.loss)
       if (!best.count(T) || v < best[T]) best[T] = v;
-
-  std::vector<std::vector<std::string>> cells;
-  for (const auto& row : table.rows) {
-    std::vector<std::string> line;
-    if (!mean) line.push_back(row.run_id);
-    for (const auto& l : row.labels) line.push_back(l);
-    line.push_back(row.state);
-    if (mean) line.push_back(std::to_string(row.runs));
-    for (const int64_t T : table.contexts) {
-      const auto v = row.loss.find(T);
-      if (v == row.loss.end()) {
-        line.push_back("-");
-        continue;
-      }
-      std::string cell = fmt::format("{:.4f}", v->second);
-      if (mean && row.runs > 1) cell += fmt::format(" ± {:.4f}", row.loss_se.at(T));
-      cell += v->second == best[T] ? "*" : " ";
-      line.push_back(cell);
-    }
-    cells.push_back(std::move(line));
-  }
-  std::vector<size_t> width(header.size());
-  const auto display = [](const std::string& s) {  // '±' is two bytes, one column
-    size_t n = 0;
-    for (const unsigned char c : s) n += (c & 0xC0) != 0x80;
-    return n;
-  };
-  for (size_t c = 0; c < header.size(); ++c) {
-    width[c] = display(header[c]);
-    for (const auto& line : cells) width[c] = std::max(width[c], display(line[c]));
-  }
-  const size_t first_loss = header.size() - table.contexts.size();
-  const auto render = [&](const std::vector<std::string>& line) {
-    std::string out;
-    for (size_t c = 0; c < line.size(); ++c) {
-      const std::string pad(width[c] - display(line[c]), ' ');
-      out += c >= first_loss ? pad + line[c] : line[c] + pad;  // numbers right-aligned
-      out += c + 1 < line.size() ? "  " : "";
-    }
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    return out + "\n";
-  };
-  std::string out = render(header);
-  for (const auto& line : cells) out += render(line);
-  out += mean ? "validation loss (nats/token) after the last step, mean ± standard error over seeds; * lowest per context\n"
-             : "validation loss (nats/token) after the last step; * lowest per context\n";
-  return out;
-}
-
-std::string format_csv(const LossTable& table) {
-  const bool mean = averaged(table);
-  std::vector<std::string> header = {"run_id"};
-  for (const auto& l : table.label_names) header.push_back(l);
-  header.push_back("state");
-  header.push_back("runs");
-  for (const int64_t T : table.contexts) {
-    header.push_back(fmt::format("loss_{}", T));
-    if (mean) header.push_back(fmt::format("loss_se_{}", T));
-  }
-  std::string out;
-  for (size_t c = 0; c < header.size(); ++c) out += (c ? "," : "") + csv_field(header[c]);
-  out += "\n";
+  std::vector<std::vector<std::string>> out = {header};
   for (const auto& row : table.rows) {
     std::vector<std::string> line = {row.run_id};
     for (const auto& l : row.labels) line.push_back(l);
     line.push_back(row.state);
-    line.push_back(std::to_string(row.runs));
     for (const int64_t T : table.contexts) {
       const auto v = row.loss.find(T);
-      line.push_back(v == row.loss.end() ? "" : fmt::format("{:.6f}", v->second));
-      if (mean) {
-        const auto se = row.loss_se.find(T);
-        line.push_back(se == row.loss_se.end() || std::isnan(se->second) ? "" : fmt::format("{:.6f}", se->second));
-      }
+      if (v == row.loss.end())
+        line.push_back(csv ? "" : "-");
+      else
+        line.push_back(csv ? fmt::format("{:.6f}", v->second)
+                           : fmt::format("{:.4f}{}", v->second, v->second == best[T] ? "*" : " "));
     }
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_text(const LossTable& table) {
+  const auto cells = lines(table, false);
+  const auto display = [](const std::string& s) {  // a UTF-8 character ('τ') is one column
+    size_t n = 0;
+    for (const unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+  };
+  std::vector<size_t> width(cells[0].size(), 0);
+  for (const auto& line : cells)
+    for (size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], display(line[c]));
+  const size_t first_loss = cells[0].size() - table.contexts.size();
+  std::string out;
+  for (const auto& line : cells) {
+    std::string text;
+    for (size_t c = 0; c < line.size(); ++c) {
+      const std::string pad(width[c] - display(line[c]), ' ');
+      text += c >= first_loss ? pad + line[c] : line[c] + pad;  // numbers right-aligned
+      text += c + 1 < line.size() ? "  " : "";
+    }
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    out += text + "\n";
+  }
+  return out + "validation loss (nats/token) after the last step; * lowest per context\n";
+}
+
+std::string format_csv(const LossTable& table) {
+  std::string out;
+  for (const auto& line : lines(table, true)) {
     for (size_t c = 0; c < line.size(); ++c) out += (c ? "," : "") + csv_field(line[c]);
     out += "\n";
   }

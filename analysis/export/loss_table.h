@@ -1,6 +1,7 @@
-// The final validation loss of each run of a sweep, by validation context: rows are runs
-// (labelled by the keys the sweep varies), columns are contexts in tokens. Reads the runs'
-// run.h5 files; formats an aligned text table or CSV.
+// `harness sweep table`: the final validation loss of each run of a sweep, by validation context:
+// rows are runs (labelled by the keys the sweep varies) with their state, done or not, columns
+// are contexts in tokens. Reads the runs' run.h5 files; formats an aligned text table or CSV.
+// Mean ± s.e. over seeds is `export table`'s (export_table.h), the one builder of Table 1.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +18,10 @@ struct LossTableInput {
 };
 
 struct LossTableRow {
-  std::string run_id;                  // "" for a row averaged over seeds
+  std::string run_id;
   std::vector<std::string> labels;
-  std::string state;                   // done | running | failed | interrupted | pending | mixed
-  int runs = 1;                        // runs averaged into this row
+  std::string state;                   // done | running | failed | interrupted | pending | unreadable
   std::map<int64_t, double> loss;      // final validation loss by context (done runs only)
-  std::map<int64_t, double> loss_se;   // standard error of the mean over the averaged runs (sd/√n; NaN for one)
 };
 
 struct LossTable {
@@ -36,13 +35,9 @@ struct LossTable {
 LossTable build_loss_table(const std::vector<std::string>& label_names,
                            const std::vector<LossTableInput>& runs);
 
-// Rows that differ only in `label` (e.g. train.seed) merged: mean and standard deviation over the
-// done runs; the label's column is dropped.
-LossTable average_over(const LossTable& table, const std::string& label);
-
 // Aligned columns; the lowest loss of each context column is marked with '*'.
 std::string format_text(const LossTable& table);
-// Header: run_id, the labels, state, runs, then loss_<T> (and loss_se_<T> when averaged).
+// Header: run_id, the labels, state, then loss_<T>.
 std::string format_csv(const LossTable& table);
 
 }  // namespace analysis

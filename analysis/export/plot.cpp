@@ -13,6 +13,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "analysis/export/csv_field.h"
+
 namespace fs = std::filesystem;
 
 namespace analysis {
@@ -22,13 +24,6 @@ namespace {
 std::string gnuplot_program() {
   const char* env = std::getenv("HARNESS_GNUPLOT");
   return env && *env ? env : "gnuplot";
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
