@@ -40,7 +40,7 @@ quickstart: deps build-harness
 test:
 	scripts/install-deps.sh --no-corpus
 	$(MAKE) --no-print-directory build
-	cd $(BUILD) && ctest --output-on-failure --timeout 900
+	cd $(BUILD) && ctest --output-on-failure --timeout 900 -j$(JOBS)
 
 # The README's performance tables with the machine that produced them (runs/bench/<time>.md).
 bench: build

@@ -274,8 +274,9 @@ TEST(SweepShipped, EveryShippedSweepExpandsAsDocumented) {
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (entry.path().extension() != ".yaml") continue;
     const std::string text = test_support::read_text(entry.path());
-    if (text.find("\nbase:") != std::string::npos)
+    if (text.find("\nbase:") != std::string::npos) {
       EXPECT_TRUE(documented.count(entry.path().filename().string())) << entry.path() << " is not in sweeps/README.md";
+    }
   }
   EXPECT_GE(documented.size(), 9u);
   for (const auto& [file, runs] : documented) EXPECT_EQ(load_sweep(dir + file).runs.size(), runs) << file;
