@@ -59,8 +59,10 @@ PY
   echo
   echo "Written by \`make results\` (\`scripts/results.sh\`) on $(date -u +%Y-%m-%d), revision"
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)'), on"
-  echo "$cpu, $(nproc) cores, $JOBS runs at a time with one thread each ($((elapsed / 60)) min for the runs"
-  echo "this invocation trained; finished runs are skipped). Byte-level models (2 layers, d_model 128,"
+  if [ "$elapsed" -ge 60 ]; then trained_now="$((elapsed / 60)) min for the runs this invocation trained"
+  else trained_now="no run trained in this invocation: every run was already finished"; fi
+  echo "$cpu, $(nproc) cores, $JOBS runs at a time with one thread each ($trained_now;"
+  echo "finished runs are skipped). Byte-level models (2 layers, d_model 128,"
   echo "4 heads) trained at L = 64 on the State of the Union corpus, 800 steps of 32 windows, validated"
   echo "zero-shot at L, 4L and 16L; τ = L/400 and the p-RoPE base L/4 (README: why they scale with L)."
   echo "Cells: validation loss (nats/byte) of the final model on $TOKENS validation tokens per context"
@@ -81,8 +83,11 @@ PY
   separable sweeps/table1.yaml --metric analysis/loss
   echo
   echo "YaRN at L = 64 is not YaRN as the paper runs it: its β = 32 rotations exceed the ~10 turns the"
-  echo "fastest frequency pair makes over 64 positions, so every pair is interpolated (at L = 256 YaRN"
-  echo "is the best rotary method at 4×). Read its row as YaRN's formula outside its design range."
+  echo "fastest frequency pair makes over 64 positions, so every pair is interpolated (at L = 256, in"
+  echo "needle.md's pretraining with 2 seeds, YaRN has the lowest 4L loss of rope, p-rope, rope+ntk and"
+  echo "yarn). Read its row as YaRN's formula outside its design range. T5's buckets 27–31 (distances"
+  echo "67 and more) are never reached at L = 64 and keep their initial 0 beyond it. Whether KERPLE's"
+  echo "lead at 4L and 16L is only si+p-rope's τ = L/400 not being its best τ: [tau-vs-context.md](tau-vs-context.md)."
   echo
   echo "Attention entropy at the last validation, mean over layers and heads:"
   echo
@@ -101,7 +106,7 @@ PY
   echo "![loss against τ](results/tau-ablation/loss_vs_tau.png)"
   echo
   echo "Every figure with its CSV: [results/table1/](results/table1/), [results/tau-ablation/](results/tau-ablation/)."
-  echo "The needle-in-a-haystack table (sweeps/needle-base.yaml + sweeps/needle.yaml, about 50 minutes on"
-  echo "2 cores) is in [needle.md](needle.md), measured by hand with the same commands."
+  echo "The needle-in-a-haystack table (sweeps/needle-base.yaml + sweeps/needle.yaml) is in"
+  echo "[needle.md](needle.md), a one-off with its commands, machine and revisions there."
 } > docs/results.md
 echo "results: docs/results.md and $OUT/"
