@@ -50,21 +50,22 @@ for folder in sys.argv[1:]:
     for path in glob.glob(f"{folder}/*/run.h5"):
         with h5py.File(path, "r") as f:
             rev = f["config"].attrs.get("git_revision", "unknown")
-            count[rev.decode() if isinstance(rev, bytes) else str(rev)] += 1
+            rev = rev.decode() if isinstance(rev, bytes) else str(rev)
+            count[rev[:7] + ("-dirty" if rev.endswith("-dirty") else "")] += 1  # short hash
 print(", ".join(f"{rev} ({n} runs)" for rev, n in sorted(count.items())) or "none")
 PY
 )
 {
   echo "# Results at CPU scale"
   echo
-  echo "Written by \`make results\` (\`scripts/results.sh\`) on $(date -u +%Y-%m-%d), revision"
-  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)'), on"
   if [ "$elapsed" -ge 60 ]; then trained_now="$((elapsed / 60)) min for the runs this invocation trained"
   else trained_now="no run trained in this invocation: every run was already finished"; fi
+  echo "Written by \`make results\` (\`scripts/results.sh\`) on $(date -u +%Y-%m-%d) at revision"
+  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)'),"
   echo "$cpu, $(nproc) cores, $JOBS runs at a time with one thread each ($trained_now;"
-  echo "finished runs are skipped). Byte-level models (2 layers, d_model 128,"
-  echo "4 heads) trained at L = 64 on the State of the Union corpus, 800 steps of 32 windows, validated"
-  echo "zero-shot at L, 4L and 16L; τ = L/400 and the p-RoPE base L/4 (README: why they scale with L)."
+  echo "finished runs are skipped). Byte-level models (2 layers, d_model 128, 4 heads) trained at"
+  echo "L = 64 on the State of the Union corpus, 800 steps of 32 windows, validated zero-shot at L, 4L"
+  echo "and 16L; τ = L/400 and the p-RoPE base L/4 (README: why they scale with L)."
   echo "Cells: validation loss (nats/byte) of the final model on $TOKENS validation tokens per context"
   echo "(or all the validation text holds at 16L; \`harness analyse --tokens $TOKENS\`), mean ± standard"
   echo "error over 3 seeds, and (windows ± …) the standard error over validation windows, mean over"
