@@ -31,17 +31,8 @@ const char* kUsage =
 std::vector<config::ContextValue> parse_contexts(const std::vector<std::string>& items) {
   std::vector<config::ContextValue> out;
   const std::string expected = "a context in tokens or a multiple of L (1024, 16L)";
-  for (const auto& item : items) {
-    size_t start = 0;
-    while (start <= item.size()) {
-      const size_t comma = item.find(',', start);
-      const std::string text = item.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!text.empty())
-        out.push_back(config::parse_context_value(YAML::Node(text), {"--contexts", 0, 0}, "--contexts", expected));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
+  for (const auto& text : split_commas(items))
+    out.push_back(config::parse_context_value(YAML::Node(text), {"--contexts", 0, 0}, "--contexts", expected));
   return out;
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <sstream>
 
 #include "attention/inspect.h"
 #include "attention/parameters.h"
@@ -17,9 +16,7 @@ namespace {
 
 std::vector<int64_t> parse_distances(const std::string& text) {
   std::vector<int64_t> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
+  for (const auto& item : split_commas({text})) {
     try {
       size_t used = 0;
       const long long v = std::stoll(item, &used);

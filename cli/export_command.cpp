@@ -30,21 +30,6 @@ const char* kUsage =
     "  harness export table sweeps/table1.yaml --metric attention/band_mass@10 --cols context\n"
     "  harness export curves sweeps/quickstart.yaml --out runs/quickstart/figures";
 
-std::vector<std::string> split_commas(const std::vector<std::string>& items) {
-  std::vector<std::string> out;
-  for (const auto& item : items) {
-    size_t start = 0;
-    while (start <= item.size()) {
-      const size_t comma = item.find(',', start);
-      const std::string part = item.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!part.empty()) out.push_back(part);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
-  return out;
-}
-
 int table(const Args& args) {
   po::options_description options("export table options");
   std::string input, format = "md", out;

@@ -52,6 +52,21 @@ bool parse(const std::string& usage, const Args& args, po::options_description& 
   return true;
 }
 
+std::vector<std::string> split_commas(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const auto& item : items) {
+    size_t start = 0;
+    while (start <= item.size()) {
+      const size_t comma = item.find(',', start);
+      const std::string part = item.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!part.empty()) out.push_back(part);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
 config::LoadedConfig load_config_with_overrides(const std::string& path,
                                                 const std::vector<std::string>& overrides) {
   config::LoadedConfig loaded = config::load_run_config(path);

@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <filesystem>
-#include <sstream>
 
 #include "analysis/export_curves.h"
 #include "analysis/export/export_table.h"
@@ -35,9 +34,7 @@ const char* kUsage =
 template <class T>
 std::vector<T> parse_list(const std::string& flag, const std::string& text) {
   std::vector<T> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (item.empty()) continue;
+  for (const auto& item : split_commas({text})) {
     try {
       size_t used = 0;
       const T v = std::is_integral_v<T> ? T(std::stoll(item, &used)) : T(std::stod(item, &used));

@@ -9,6 +9,7 @@
 #include <regex>
 #include <string>
 
+#include "cli/options.h"
 #include "sweeps/sweep_file.h"
 #include "test_support.h"
 
@@ -43,6 +44,14 @@ size_t count(const std::string& text, const std::string& part) {
 }
 
 }  // namespace
+
+// Every list option (--rows, --contexts, --factors, --distances) splits the same way.
+TEST(Cli, ListOptionsAreCommaSeparatedRepeatedOrBoth) {
+  using harness::cli::split_commas;
+  EXPECT_EQ(split_commas({"a,b", "c", ",d,,e,"}), (std::vector<std::string>{"a", "b", "c", "d", "e"}));
+  EXPECT_EQ(split_commas({"16L"}), (std::vector<std::string>{"16L"}));
+  EXPECT_TRUE(split_commas({"", ","}).empty());
+}
 
 TEST(Cli, AMissingPositionalArgumentIsNamedNotItsInternalOption) {
   const auto config = run_cli("config");
