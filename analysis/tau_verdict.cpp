@@ -25,7 +25,9 @@ std::optional<double> paired_window_se(const Cell& a, const Cell& b) {
     return std::nullopt;
   std::vector<double> d(a.window_loss.size());
   for (size_t i = 0; i < d.size(); ++i) d[i] = a.window_loss[i] - b.window_loss[i];
-  return harness::mean_se(d).se;
+  const double se = harness::mean_se(d).se;
+  if (!(se > 0)) return std::nullopt;  // identical differences: no spread to measure
+  return se;
 }
 
 }  // namespace

@@ -23,8 +23,8 @@ bool parse(const std::string& usage, const Args& args, po::options_description& 
            po::variables_map& vm, const po::positional_options_description* positional = nullptr,
            const po::options_description* arguments = nullptr);
 
-// The items of list options given comma-separated, repeated, or both ("--rows a,b --rows c"), in
-// order; empty items are dropped.
+// The items of a comma-separated list option, in order, over every time it was given (the
+// options declared composing, as --rows and --contexts, may be repeated); empty items dropped.
 std::vector<std::string> split_commas(const std::vector<std::string>& items);
 
 // Loads a run config and applies each "key=value" override (value parsed as YAML).

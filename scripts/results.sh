@@ -17,8 +17,13 @@ OUT=docs/results
 [ -x "$HARNESS" ] || { echo "results: $HARNESS not found; run make build first" >&2; exit 2; }
 
 started=$(date +%s)
+runs_now=0  # runs this invocation trained (or resumed): the runner's "(N this time)"
+sweep_log=$(mktemp)
+trap 'rm -f "$sweep_log"' EXIT
 for sweep in table1 tau-ablation; do
-  "$HARNESS" sweep run "sweeps/$sweep.yaml" --jobs "$JOBS" --threads-per-job 1 --no-live
+  "$HARNESS" sweep run "sweeps/$sweep.yaml" --jobs "$JOBS" --threads-per-job 1 --no-live | tee "$sweep_log"
+  n=$(grep -o '([0-9]* this time)' "$sweep_log" | tail -1 | tr -dc '0-9')
+  runs_now=$((runs_now + ${n:-0}))
 done
 elapsed=$(( $(date +%s) - started ))
 for sweep in table1 tau-ablation; do
@@ -58,7 +63,7 @@ PY
 {
   echo "# Results at CPU scale"
   echo
-  if [ "$elapsed" -ge 60 ]; then trained_now="$((elapsed / 60)) min for the runs this invocation trained"
+  if [ "$runs_now" -gt 0 ]; then trained_now="$runs_now runs trained by this invocation in $((elapsed / 60)) min"
   else trained_now="no run trained in this invocation: every run was already finished"; fi
   echo "Written by \`make results\` (\`scripts/results.sh\`) on $(date -u +%Y-%m-%d) at revision"
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)'),"

@@ -90,6 +90,15 @@ TEST(TauVerdict, OneSeedGapIsPairedOverTheSameWindows) {
   const std::string text = analysis::format_verdicts(v, 64);
   EXPECT_NE(text.find("worse by 12.2 s.e."), std::string::npos) << text;
   EXPECT_NE(text.find("the gap 0.1000 ± 0.0082 over the same windows, paired"), std::string::npos) << text;
+  // Every window shifted alike: a paired s.e. of 0 would make any gap infinitely many s.e., so
+  // the windows' s.e. in quadrature instead.
+  // (Binary fractions, so that the differences are exactly equal.)
+  const auto paired_values = t.cells[0][1]->window_loss;
+  t.cells[0][1]->window_loss = {1.5, 1.75, 1.25, 1.5};
+  t.cells[1][1]->window_loss = {1.75, 2.0, 1.5, 1.75};
+  EXPECT_EQ(analysis::tau_verdicts(t, "0.16")[1].uncertainty, "windows");
+  t.cells[0][1]->window_loss = paired_values;
+  t.cells[1][1]->window_loss = {1.4, 1.62, 1.48, 1.5};
   // Different windows (counts differ): no pairing, the windows' s.e. in quadrature as before.
   t.cells[0][1]->window_loss.pop_back();
   const auto unpaired = analysis::tau_verdicts(t, "0.16");

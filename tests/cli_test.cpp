@@ -45,7 +45,8 @@ size_t count(const std::string& text, const std::string& part) {
 
 }  // namespace
 
-// Every list option (--rows, --contexts, --factors, --distances) splits the same way.
+// Every list option (--rows, --contexts, --factors, --distances) splits the same way; --rows and
+// --contexts may also be repeated.
 TEST(Cli, ListOptionsAreCommaSeparatedRepeatedOrBoth) {
   using harness::cli::split_commas;
   EXPECT_EQ(split_commas({"a,b", "c", ",d,,e,"}), (std::vector<std::string>{"a", "b", "c", "d", "e"}));

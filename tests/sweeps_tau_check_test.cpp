@@ -101,6 +101,7 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
   std::map<std::string, results::RunRecord> records;
   for (const auto& r : sweep.runs)
     records[r.setting_text("attention.tau")] = results::read_run_file((tmp.path / r.run_dir / "run.h5").string());
+  int paired = 0;  // contexts where the config's τ is not the best: the branch under test
   for (const int64_t T : {16, 64}) {
     const auto& own = records.at("0.04").eval.at(T);
     const auto& other = records.at("0.12").eval.at(T);
@@ -121,8 +122,13 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
       EXPECT_NE(out.find(fmt::format("{}is {} {:.1f} s.e. of the best (best τ = 0.12", where,
                                      k <= 2 ? "within" : "worse by", k)),
                 std::string::npos) << out;
+      EXPECT_NE(out.find(fmt::format("the gap {:.4f} ± {:.4f} over the same windows, paired", gap,
+                                     std::sqrt(ss / (n - 1) / n))),
+                std::string::npos) << out;
+      ++paired;
     }
   }
+  EXPECT_GE(paired, 1) << "τ = 0.04 was the best everywhere: the paired verdict went untested\n" << out;
   // 4. Everything done: a third call trains nothing and says the same.
   ASSERT_EQ(test_support::wait_exit(test_support::spawn_harness(tmp.path, args, tmp.path / "third.log")), 0);
   EXPECT_NE(test_support::read_text(tmp.path / "third.log").find("2 of 2 runs done (0 this time)"), std::string::npos)

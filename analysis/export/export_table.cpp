@@ -295,12 +295,12 @@ bool metric_window_se_known(const MetricSpec& m) {
 std::optional<Cell> cell_of(const std::vector<Sample>& samples, const std::vector<std::string>& row,
                             const std::vector<std::string>& col) {
   std::vector<double> v, window_se;
-  std::vector<const std::vector<double>*> window_loss;
+  const std::vector<double>* window_loss = nullptr;
   for (const auto& s : samples)
     if (s.row == row && s.col == col) {
       v.push_back(s.value);
       window_se.push_back(s.window_se);  // NaN when any run lacks it: the mean is then unknown
-      window_loss.push_back(&s.window_loss);
+      window_loss = &s.window_loss;
     }
   if (v.empty()) return std::nullopt;
   const auto m = harness::mean_se(v);
@@ -309,14 +309,7 @@ std::optional<Cell> cell_of(const std::vector<Sample>& samples, const std::vecto
   cell.mean = m.mean;
   cell.se = m.se;
   cell.window_se = harness::mean_se(window_se).mean;
-  const size_t windows = window_loss[0]->size();
-  bool same = windows > 0;
-  for (const auto* w : window_loss) same = same && w->size() == windows;
-  if (same) {
-    cell.window_loss.assign(windows, 0.0);
-    for (const auto* w : window_loss)
-      for (size_t i = 0; i < windows; ++i) cell.window_loss[i] += (*w)[i] / double(window_loss.size());
-  }
+  if (v.size() == 1) cell.window_loss = *window_loss;
   return cell;
 }
 

@@ -59,8 +59,8 @@ struct Cell {
   int n = 0;                // seeds (runs) averaged
   double window_se = 0;     // loss metrics: the runs' mean standard error over validation windows
                             // (NaN when unknown)
-  std::vector<double> window_loss;  // loss metrics: each window's loss, mean over the seeds (empty
-                                    // when a run lacks them or the runs' window counts differ)
+  std::vector<double> window_loss;  // loss metrics, one run: each validation window's loss (empty
+                                    // with two runs or more, or when the run file lacks them)
 };
 
 struct Table {
