@@ -111,6 +111,7 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
     g.arrays["loss_se"] = {{1}, {r.loss_se}, "nats/token, standard error of loss over the windows"};
     g.arrays["window_loss"] = {{int64_t(r.window_loss.size())}, r.window_loss,
                                "nats/token, mean of each window (in the order of the windows)"};
+    g.attributes["window_fingerprint"] = r.window_fingerprint;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     g.attributes["seconds"] = seconds;
     done[T] = std::move(g);

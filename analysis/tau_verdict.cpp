@@ -19,12 +19,15 @@ double uncertainty(const Cell& c, std::string* source = nullptr) {
   return seeds ? c.se : c.window_se;
 }
 
-// One seed each, scored on the same windows: the standard error of the mean per-window difference.
+// One seed each, scored on the same windows (equal fingerprints): the standard error of the mean
+// per-window difference.
 std::optional<double> paired_window_se(const Cell& a, const Cell& b) {
-  if (a.n != 1 || b.n != 1 || a.window_loss.size() < 2 || a.window_loss.size() != b.window_loss.size())
+  const auto &wa = a.windows, &wb = b.windows;
+  if (a.n != 1 || b.n != 1 || wa.fingerprint.empty() || wa.fingerprint != wb.fingerprint ||
+      wa.loss.size() < 2 || wa.loss.size() != wb.loss.size())
     return std::nullopt;
-  std::vector<double> d(a.window_loss.size());
-  for (size_t i = 0; i < d.size(); ++i) d[i] = a.window_loss[i] - b.window_loss[i];
+  std::vector<double> d(wa.loss.size());
+  for (size_t i = 0; i < d.size(); ++i) d[i] = wa.loss[i] - wb.loss[i];
   const double se = harness::mean_se(d).se;
   if (!(se > 0)) return std::nullopt;  // identical differences: no spread to measure
   return se;

@@ -4,8 +4,7 @@
 // runs; the shared validation windows cancel in the gap). With one seed the gap's standard error
 // is over validation windows, paired: sd of the per-window differences / √windows, since both
 // runs are scored on the same windows (in quadrature only when the run files lack per-window
-// losses). Pairing assumes what a tau-check sweep guarantees: the runs differ only in τ and the
-// seed, so their validation windows (placed by eval.seed and eval.tokens) are the same.
+// losses or their windows differ: their fingerprints, harness/data/windows.h, are not equal).
 // "Within" means a gap of at most `k_max` such standard errors.
 #pragma once
 

@@ -79,7 +79,10 @@ void RunRecord::truncate_after(int64_t step) {
   train.seconds.resize(n);
   for (auto& [context, rows] : eval) {
     const size_t m = keep(rows.step);
-    if (m < rows.step.size()) rows.window_loss.clear();  // it was the dropped last validation's
+    if (m < rows.step.size()) {  // they were the dropped last validation's
+      rows.window_loss.clear();
+      rows.window_fingerprint.clear();
+    }
     rows.step.resize(m);
     rows.loss.resize(m);
     rows.loss_se.resize(std::min(m, rows.loss_se.size()));
@@ -121,10 +124,12 @@ void publish(const RunRecord& r, const std::string& path) {
       write_column(g, "loss_se", rows.loss_se,
                    "nats/token, standard error of loss over the windows: sd of per-window means / sqrt(windows)");
       write_column(g, "windows", rows.windows, "validation windows of T tokens");
-      if (!rows.window_loss.empty())
+      if (!rows.window_loss.empty()) {
         write_column(g, "window_loss", rows.window_loss,
                      "nats/token, mean over each validation window's tokens at the last validation (step[-1]), "
                      "in window order");
+        h5::write_string_attr(g, "window_fingerprint", rows.window_fingerprint);
+      }
       write_matrix(g, "position_loss", rows.position_loss,
                    "nats/token, per equal-width bucket of window positions");
       write_matrix(g, "score_std", rows.score_std, "std of raw scores scale*q.k, per layer");
@@ -186,7 +191,10 @@ RunRecord read_run_file(const std::string& path) {
                                             : std::vector<double>(rows.loss.size(), std::nan(""));
     rows.windows = h5::exists(g, "windows") ? h5::read_integers(g, "windows")
                                             : std::vector<int64_t>(rows.loss.size(), 0);
-    if (h5::exists(g, "window_loss")) rows.window_loss = h5::read_doubles(g, "window_loss");
+    if (h5::exists(g, "window_loss")) {
+      rows.window_loss = h5::read_doubles(g, "window_loss");
+      rows.window_fingerprint = h5::read_string_attr(g, "window_fingerprint");
+    }
     rows.position_loss = read_matrix(g, "position_loss");
     rows.score_std = read_matrix(g, "score_std");
     if (h5::exists(g, "attention")) rows.attention = read_group(g, "attention");

@@ -8,7 +8,8 @@
 //   /status           attrs: state (running | done | failed | interrupted), reason, step
 //   /train/{step, tokens, loss, lr, grad_norm, seconds}            (N,)  one row per step
 //   /eval/<T>/{step, loss, loss_se, windows}                        (E,)  T = context in tokens
-//   /eval/<T>/window_loss      each window's loss at the last validation (windows,)
+//   /eval/<T>/window_loss      each window's loss at the last validation (windows,); the group's
+//                             attribute window_fingerprint names those windows
 //   /eval/<T>/position_loss                                         (E, buckets)
 //   /eval/<T>/score_std                                             (E, layers)
 //   /eval/<T>/attention/…     attention statistics at each validation (E, layers, heads[, bands])
@@ -47,6 +48,7 @@ struct EvalRows {
   // Each window's loss at the last validation (step.back()), in window order: two runs validated
   // on the same windows are compared window by window. Empty: files written before it was stored.
   std::vector<double> window_loss;
+  std::string window_fingerprint;  // of those windows (harness/data/windows.h); "" with none
   std::vector<std::vector<double>> position_loss;  // per bucket of positions within the window
   std::vector<std::vector<double>> score_std;      // per layer: std of raw scores s = scale·q·k
   DatasetGroup attention;  // attention statistics: arrays (E, layers, heads[, …]), or empty

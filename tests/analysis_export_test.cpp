@@ -42,6 +42,7 @@ void write_run(const fs::path& dir, const std::string& method, int seed, std::ve
     rows.loss = {loss[k] + 1, loss[k]};
     if (!loss_se.empty()) rows.loss_se = {1.0, loss_se[k]};  // the first validation's is not read
     rows.window_loss = window_loss;
+    rows.window_fingerprint = window_loss.empty() ? "" : "fnv1a64:test";
   }
   results::DatasetGroup g;
   g.arrays["entropy"] = {{1, 1, 2}, {loss[0], loss[0] + 2}, "nats"};  // (E, layers, heads)
@@ -160,11 +161,14 @@ TEST(ExportTable, WindowStandardErrorsBesideTheSeeds) {
   EXPECT_NE(md.find("1.1000 (1; windows ?)"), std::string::npos) << md;
   // Each window's loss for a one-run cell; none for two seeds or a run file without them.
   for (size_t r = 0; r < t.rows.size(); ++r)
-    EXPECT_TRUE(t.cells[r][0]->window_loss.empty()) << t.rows[r][0];
+    EXPECT_TRUE(t.cells[r][0]->windows.loss.empty()) << t.rows[r][0];
   write_run(tmp.path / "k0", "kerple", 0, {1.3, 1.6}, "done", {0.02, 0.04}, {1.25, 1.35});
   const auto one = analysis::build_table(analysis::load_run_set(tmp.path.string()), o);
   for (size_t r = 0; r < one.rows.size(); ++r) {
-    if (one.rows[r][0] == "kerple") EXPECT_EQ(one.cells[r][0]->window_loss, (std::vector<double>{1.25, 1.35}));
+    if (one.rows[r][0] == "kerple") {
+      EXPECT_EQ(one.cells[r][0]->windows.loss, (std::vector<double>{1.25, 1.35}));
+      EXPECT_EQ(one.cells[r][0]->windows.fingerprint, "fnv1a64:test");
+    }
   }
   const auto csv = lines(analysis::format_table(t, "csv"));
   EXPECT_EQ(split(csv[0], ',')[4], "64 (1L) window_se");

@@ -77,8 +77,8 @@ TEST(TauVerdict, TheBestTauIsItsOwnVerdictAndUnknownErrorsGiveNone) {
 TEST(TauVerdict, OneSeedGapIsPairedOverTheSameWindows) {
   auto t = table();
   // T = 256, one seed each, four shared windows: the config's τ is worse by 0.10, 0.12, 0.08, 0.10.
-  t.cells[0][1]->window_loss = {1.3, 1.5, 1.4, 1.4};
-  t.cells[1][1]->window_loss = {1.4, 1.62, 1.48, 1.5};
+  t.cells[0][1]->windows = {{1.3, 1.5, 1.4, 1.4}, "fnv1a64:same"};
+  t.cells[1][1]->windows = {{1.4, 1.62, 1.48, 1.5}, "fnv1a64:same"};
   const auto v = analysis::tau_verdicts(t, "0.16");
   ASSERT_EQ(v.size(), 2u);
   // Differences: mean 0.1, squared deviations 0 + 0.0004 + 0.0004 + 0, so
@@ -93,14 +93,22 @@ TEST(TauVerdict, OneSeedGapIsPairedOverTheSameWindows) {
   // Every window shifted alike: a paired s.e. of 0 would make any gap infinitely many s.e., so
   // the windows' s.e. in quadrature instead.
   // (Binary fractions, so that the differences are exactly equal.)
-  const auto paired_values = t.cells[0][1]->window_loss;
-  t.cells[0][1]->window_loss = {1.5, 1.75, 1.25, 1.5};
-  t.cells[1][1]->window_loss = {1.75, 2.0, 1.5, 1.75};
+  const auto paired_values = t.cells[0][1]->windows.loss;
+  t.cells[0][1]->windows.loss = {1.5, 1.75, 1.25, 1.5};
+  t.cells[1][1]->windows.loss = {1.75, 2.0, 1.5, 1.75};
   EXPECT_EQ(analysis::tau_verdicts(t, "0.16")[1].uncertainty, "windows");
-  t.cells[0][1]->window_loss = paired_values;
-  t.cells[1][1]->window_loss = {1.4, 1.62, 1.48, 1.5};
-  // Different windows (counts differ): no pairing, the windows' s.e. in quadrature as before.
-  t.cells[0][1]->window_loss.pop_back();
+  t.cells[0][1]->windows.loss = paired_values;
+  t.cells[1][1]->windows.loss = {1.4, 1.62, 1.48, 1.5};
+  // Other windows (a fingerprint differs), or none known: no pairing, the windows' s.e. in
+  // quadrature as before.
+  t.cells[0][1]->windows.fingerprint = "fnv1a64:other";
+  EXPECT_EQ(analysis::tau_verdicts(t, "0.16")[1].uncertainty, "windows");
+  t.cells[0][1]->windows.fingerprint = "";
+  t.cells[1][1]->windows.fingerprint = "";
+  EXPECT_EQ(analysis::tau_verdicts(t, "0.16")[1].uncertainty, "windows");
+  t.cells[0][1]->windows.fingerprint = t.cells[1][1]->windows.fingerprint = "fnv1a64:same";
+  // Different window counts: no pairing.
+  t.cells[0][1]->windows.loss.pop_back();
   const auto unpaired = analysis::tau_verdicts(t, "0.16");
   EXPECT_NEAR(unpaired[1].k, 20.0, 1e-9);
   EXPECT_EQ(unpaired[1].uncertainty, "windows");

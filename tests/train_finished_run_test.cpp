@@ -157,5 +157,6 @@ TEST(Evaluate, WindowLossesAndTheirStandardErrorMatchADirectComputation) {
     EXPECT_NEAR(rows.loss_se.back(), r.loss_se, 1e-6);
     ASSERT_EQ(int64_t(rows.window_loss.size()), N);
     for (int64_t w = 0; w < N; ++w) EXPECT_NEAR(rows.window_loss[size_t(w)], direct[size_t(w)], 1e-6);
+    EXPECT_EQ(rows.window_fingerprint, harness::data::window_fingerprint(windows));
   }
 }

@@ -175,17 +175,20 @@ std::optional<double> metric_window_se(const results::RunRecord& r, const Metric
   return a->second.values[0];
 }
 
-std::vector<double> metric_window_loss(const results::RunRecord& r, const MetricSpec& m, int64_t T) {
+WindowLosses metric_window_losses(const results::RunRecord& r, const MetricSpec& m, int64_t T) {
   if (m.name != "loss") return {};
   if (m.source == "eval") {
     const auto it = r.eval.find(T);
-    return it == r.eval.end() ? std::vector<double>{} : it->second.window_loss;
+    if (it == r.eval.end()) return {};
+    return {it->second.window_loss, it->second.window_fingerprint};
   }
   if (m.source != "analysis") return {};
   const auto it = r.analysis.find(T);
   if (it == r.analysis.end()) return {};
   const auto a = it->second.arrays.find("window_loss");
-  return a == it->second.arrays.end() ? std::vector<double>{} : a->second.values;
+  const auto f = it->second.attributes.find("window_fingerprint");
+  if (a == it->second.arrays.end() || f == it->second.attributes.end()) return {};
+  return {a->second.values, results::attribute_text(f->second)};
 }
 
 namespace {
@@ -220,7 +223,7 @@ struct Sample {
   std::vector<std::string> row, col;
   double value;
   double window_se;  // NaN when unknown
-  std::vector<double> window_loss;  // empty when unknown
+  WindowLosses windows;  // empty when unknown
 };
 
 // The samples of the done runs; the others are listed in t.missing. Returns the training
@@ -247,7 +250,7 @@ int64_t collect_samples(const RunSet& set, const MetricSpec& metric, Table& t,
       };
       samples.push_back({label(t.row_keys), label(t.col_keys), *v,
                          metric_window_se(*run.record, metric, T).value_or(std::nan("")),
-                         metric_window_loss(*run.record, metric, T)});
+                         metric_window_losses(*run.record, metric, T)});
     }
   }
   return std::max<int64_t>(common_L, 0);
@@ -295,12 +298,12 @@ bool metric_window_se_known(const MetricSpec& m) {
 std::optional<Cell> cell_of(const std::vector<Sample>& samples, const std::vector<std::string>& row,
                             const std::vector<std::string>& col) {
   std::vector<double> v, window_se;
-  const std::vector<double>* window_loss = nullptr;
+  const WindowLosses* windows = nullptr;
   for (const auto& s : samples)
     if (s.row == row && s.col == col) {
       v.push_back(s.value);
       window_se.push_back(s.window_se);  // NaN when any run lacks it: the mean is then unknown
-      window_loss = &s.window_loss;
+      windows = &s.windows;
     }
   if (v.empty()) return std::nullopt;
   const auto m = harness::mean_se(v);
@@ -309,7 +312,7 @@ std::optional<Cell> cell_of(const std::vector<Sample>& samples, const std::vecto
   cell.mean = m.mean;
   cell.se = m.se;
   cell.window_se = harness::mean_se(window_se).mean;
-  if (v.size() == 1) cell.window_loss = *window_loss;
+  if (v.size() == 1) cell.windows = *windows;
   return cell;
 }
 

@@ -41,10 +41,13 @@ std::optional<double> metric_value(const results::RunRecord& record, const Metri
 // when the file predates it.
 std::optional<double> metric_window_se(const results::RunRecord& record, const MetricSpec& metric,
                                        int64_t context);
-// Each validation window's loss, in window order (loss: the last validation's; analysis/loss);
-// empty for other metrics or when the file predates it.
-std::vector<double> metric_window_loss(const results::RunRecord& record, const MetricSpec& metric,
-                                       int64_t context);
+// Each validation window's loss, in window order (loss: the last validation's; analysis/loss),
+// and the fingerprint of those windows; empty for other metrics or when the file predates them.
+struct WindowLosses {
+  std::vector<double> loss;
+  std::string fingerprint;  // harness/data/windows.h: equal fingerprints, the same windows
+};
+WindowLosses metric_window_losses(const results::RunRecord& record, const MetricSpec& metric, int64_t context);
 
 struct TableOptions {
   std::string metric = "loss";
@@ -59,8 +62,8 @@ struct Cell {
   int n = 0;                // seeds (runs) averaged
   double window_se = 0;     // loss metrics: the runs' mean standard error over validation windows
                             // (NaN when unknown)
-  std::vector<double> window_loss;  // loss metrics, one run: each validation window's loss (empty
-                                    // with two runs or more, or when the run file lacks them)
+  WindowLosses windows;  // loss metrics, one run: each validation window's loss and the windows'
+                         // fingerprint (empty with two runs or more, or when the run file lacks them)
 };
 
 struct Table {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -198,6 +199,16 @@ EvalWindows make_eval_windows(const std::vector<TokenizedDocument>& validation, 
     windows.sources.push_back(validation[doc].name + "@" + std::to_string(offset));
   }
   return windows;
+}
+
+std::string window_fingerprint(const EvalWindows& windows) {
+  const torch::Tensor t = windows.tokens.to(torch::kCPU, torch::kLong).contiguous();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(t.data_ptr<int64_t>());
+  uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bits
+  for (size_t i = 0; i < size_t(t.numel()) * sizeof(int64_t); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  char text[32];
+  std::snprintf(text, sizeof text, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return text;
 }
 
 }  // namespace harness::data

@@ -90,6 +90,7 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   const auto per_window = (loss_by_window / double(T)).contiguous();
   r.window_loss.assign(per_window.data_ptr<double>(), per_window.data_ptr<double>() + N);
   r.loss_se = harness::mean_se(r.window_loss).se;
+  r.window_fingerprint = data::window_fingerprint(windows);
   const auto per_bucket = torch::zeros({buckets}, torch::kDouble).index_add_(0, bucket_of, loss_by_position);
   const auto counts = torch::zeros({buckets}, torch::kDouble)
                           .index_add_(0, bucket_of, torch::ones({T}, torch::kDouble));

@@ -7,6 +7,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "harness/data/windows.h"
@@ -22,6 +23,7 @@ struct EvalResult {
   std::vector<double> window_loss;    // (N,) mean nats/token of each window, in window order
   double loss_se = 0.0;               // standard error of `loss` over windows: sd(window_loss)/√N
                                       // (NaN for one window)
+  std::string window_fingerprint;     // data::window_fingerprint of the windows
   std::vector<double> position_loss;  // mean nats/token per equal-width bucket of positions
   std::vector<double> score_std;      // per layer, pooled over the sampled scores of all batches
   results::DatasetGroup attention;    // (layers, heads, …) arrays; empty when not asked for
