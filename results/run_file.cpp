@@ -193,7 +193,8 @@ RunRecord read_run_file(const std::string& path) {
                                             : std::vector<int64_t>(rows.loss.size(), 0);
     if (h5::exists(g, "window_loss")) {
       rows.window_loss = h5::read_doubles(g, "window_loss");
-      rows.window_fingerprint = h5::read_string_attr(g, "window_fingerprint");
+      // "" (not paired) in a file written before the fingerprint was stored.
+      if (h5::has_attr(g, "window_fingerprint")) rows.window_fingerprint = h5::read_string_attr(g, "window_fingerprint");
     }
     rows.position_loss = read_matrix(g, "position_loss");
     rows.score_std = read_matrix(g, "score_std");

@@ -108,6 +108,20 @@ TEST(Results, ReadableByH5pyWithoutOurCode) {
   EXPECT_EQ(line, "[4.5, 4.0, 3.5, 3.0, 2.5] 8.0 (2, 3) interrupted 0123456789abcdef nats/token");
 }
 
+// A file written before the windows' fingerprint was stored still reads: its windows are unnamed
+// (never paired), not an unreadable file.
+TEST(Results, WindowLossesWithoutAFingerprintReadAsUnnamed) {
+  if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0) GTEST_SKIP() << "no h5py";
+  const auto path = (temp_dir() / "old.h5").string();
+  results::publish(sample(), path);
+  const std::string drop = "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r+'); "
+                           "del f['eval/64'].attrs['window_fingerprint']\" " + path;
+  ASSERT_EQ(std::system(drop.c_str()), 0);
+  const auto back = results::read_run_file(path);
+  EXPECT_EQ(back.eval.at(64).window_loss.size(), 3u);
+  EXPECT_EQ(back.eval.at(64).window_fingerprint, "");
+}
+
 TEST(Results, MissingFileIsAClearError) {
   EXPECT_THROW(results::read_run_file("/nonexistent/run.h5"), std::runtime_error);
 }

@@ -102,11 +102,11 @@ struct EvalWindows {
 // document order, then offset order. The result depends only on (validation, context, count, seed).
 // Throws harness::InputError when no validation document has T + 1 tokens (naming the context and
 // the longest validation document and its length), or when context or count is < 1.
+EvalWindows make_eval_windows(const std::vector<TokenizedDocument>& validation, int64_t context, int64_t count,
+                              uint64_t seed);
+
 // What identifies a set of windows, "fnv1a64:<16 hex digits>" of their tokens: two runs whose
 // validation has the same fingerprint were scored on the same text, window by window.
 std::string window_fingerprint(const EvalWindows& windows);
-
-EvalWindows make_eval_windows(const std::vector<TokenizedDocument>& validation, int64_t context, int64_t count,
-                              uint64_t seed);
 
 }  // namespace harness::data
