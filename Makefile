@@ -1,9 +1,13 @@
 # The two commands of the README:
 #   make quickstart   install what is missing, build (Release), run the main job, print results
 #   make test         install what is missing, build, run the test suite (ctest)
+# What is missing: Debian's packages, .venv/ (the pinned pip torch whose LibTorch the build links;
+# scripts/install-python.sh) and, for the quickstart, the default corpus.
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# Ninja for a new build folder; an existing one keeps the generator it was made with.
+GENERATOR = $(if $(wildcard $(BUILD)/CMakeCache.txt),,-G Ninja)
 # Progress lines only: no "Entering directory" from the make that cmake --build runs.
 MAKEFLAGS += --no-print-directory
 
@@ -13,12 +17,12 @@ deps:
 	scripts/install-deps.sh
 
 build:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j$(JOBS)
 
 # Only the executable (no tests, benchmarks or CUDA test binaries): what the quickstart runs.
 build-harness:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j$(JOBS) --target harness_cli
 
 # A τ ablation of si+p-rope plus RoPE and ALiBi (sweeps/quickstart.yaml); a rerun resumes and

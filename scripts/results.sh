@@ -47,7 +47,7 @@ figures tau-ablation sweeps/tau-ablation.yaml --theory runs/theory/entropy-resul
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 # The revisions the runs were trained at (each run.h5 records its own), not only this one.
-trained=$(/usr/bin/python3 - runs/table1 runs/tau-ablation <<'PY'
+trained=$("${PYTHON:-.venv/bin/python}" - runs/table1 runs/tau-ablation <<'PY'
 import collections, glob, sys
 import h5py
 count = collections.Counter()

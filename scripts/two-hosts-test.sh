@@ -55,7 +55,7 @@ for rank in 0 1 2 3; do
   wait "${pids[$rank]}" || { echo "--- rank $rank"; cat "$WORK/rank$rank.log"; status=1; }
 done
 [ $status = 0 ] || { echo "two-hosts-test: FAILED (a rank)"; exit 1; }
-/usr/bin/python3 - "$WORK/one/run.h5" "$WORK/four/run.h5" <<'PY' || { echo "two-hosts-test: FAILED (results differ)"; exit 1; }
+"${PYTHON:-.venv/bin/python}" - "$WORK/one/run.h5" "$WORK/four/run.h5" <<'PY' || { echo "two-hosts-test: FAILED (results differ)"; exit 1; }
 import sys, h5py
 one, four = (h5py.File(p, "r") for p in sys.argv[1:])
 assert four["config"].attrs["world_size"] == 4, four["config"].attrs["world_size"]

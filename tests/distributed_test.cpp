@@ -163,9 +163,11 @@ fs::path train_one_process(const fs::path& tmp, const fs::path& config) {
   return one;
 }
 
-// Whether Debian's torchrun can run (python3-torch installed).
-bool have_torchrun() {
-  return std::system("/usr/bin/python3 -c 'import torch.distributed.run' >/dev/null 2>&1") == 0;
+// torchrun of the project's pinned torch (`python -m torch.distributed.run` is the `torchrun`
+// command), or "" where there is no project Python.
+std::string torchrun_command() {
+  const std::string python = test_support::project_python();
+  return python.empty() ? "" : python + " -m torch.distributed.run";
 }
 
 // A long run (400 steps, no validation) on two ranks started by hand; each rank's output in
@@ -334,16 +336,14 @@ TEST(DataParallel, TwoRanksTrainWhatOneProcessTrains) {
   EXPECT_FALSE(fs::exists(two / "run.h5.tmp"));
 }
 
-// A real torchrun (Debian's python3-torch, through scripts/torchrun.py): the static rendezvous,
-// where torchrun's agent hosts the store on MASTER_PORT and rank 0 must join it, and --standalone.
+// A real torchrun (the pinned torch's): the static rendezvous, where torchrun's agent hosts the
+// store on MASTER_PORT and rank 0 must join it, and --standalone.
 TEST(DataParallel, ARealTorchrunTrainsWhatOneProcessTrains) {
-  if (!have_torchrun())
-    GTEST_SKIP() << "no torchrun: /usr/bin/python3 cannot import torch (Debian: python3-torch)";
+  if (torchrun_command().empty()) GTEST_SKIP() << "no project Python with torchrun (scripts/install-python.sh)";
   test_support::TempDir tmp;
   const auto config = write_config(tmp.path, tiny_yaml(10));
   const auto one = train_one_process(tmp.path, config);
   const auto reference = results::read_run_file((one / "run.h5").string());
-  const std::string torchrun = std::string("/usr/bin/python3 ") + HARNESS_SOURCE_DIR + "/scripts/torchrun.py";
   const std::vector<std::pair<std::string, std::string>> launches = {
       {"static", "--nproc_per_node 2 --master_addr 127.0.0.1 --master_port " +
                      std::to_string(harness::distributed::free_local_port())},
@@ -352,7 +352,7 @@ TEST(DataParallel, ARealTorchrunTrainsWhatOneProcessTrains) {
     SCOPED_TRACE(name);
     const auto dir = tmp.path / name;
     const auto log = tmp.path / (name + ".log");
-    const std::string cmd = torchrun + " " + rendezvous + " --no_python " + HARNESS_BINARY +
+    const std::string cmd = torchrun_command() + " " + rendezvous + " --no_python " + HARNESS_BINARY +
                             " train --no-progress --config " + config.string() + " --run-dir " + dir.string() +
                             " > " + log.string() + " 2>&1";
     const int status = std::system(cmd.c_str());
@@ -384,8 +384,7 @@ pid_t find_rank(const std::string& needle, int rank) {
 }  // namespace
 
 TEST(DataParallel, TorchrunRestartsAKilledRankAndTheRunResumes) {
-  if (!have_torchrun())
-    GTEST_SKIP() << "no torchrun: /usr/bin/python3 cannot import torch (Debian: python3-torch)";
+  if (torchrun_command().empty()) GTEST_SKIP() << "no project Python with torchrun (scripts/install-python.sh)";
   test_support::TempDir tmp;
   const auto config = write_config(tmp.path, tiny_yaml(30));
   const auto one = train_one_process(tmp.path, config), dir = tmp.path / "restarted";
@@ -393,8 +392,8 @@ TEST(DataParallel, TorchrunRestartsAKilledRankAndTheRunResumes) {
   const pid_t torchrun = ::fork();
   if (torchrun == 0) {
     // Saves slowed to 1.5 s (a test hook) keep the 30 steps running long enough to be interrupted.
-    const std::string cmd = std::string("HARNESS_TEST_SAVE_DELAY_MS=1500 exec /usr/bin/python3 ") + HARNESS_SOURCE_DIR +
-                            "/scripts/torchrun.py --nproc_per_node 2 --max_restarts 1 --monitor_interval 1 "
+    const std::string cmd = "HARNESS_TEST_SAVE_DELAY_MS=1500 exec " + torchrun_command() +
+                            " --nproc_per_node 2 --max_restarts 1 --monitor_interval 1 "
                             "--master_addr 127.0.0.1 --master_port " + std::to_string(harness::distributed::free_local_port()) +
                             " --no_python " + HARNESS_BINARY + " train --no-progress --config " + config.string() +
                             " --run-dir " + dir.string() + " > " + log.string() + " 2>&1";

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "results/run_file.h"
+#include "test_support.h"
 
 namespace fs = std::filesystem;
 
@@ -90,7 +91,8 @@ TEST(Results, TruncateAfterDropsLaterRows) {
 }
 
 TEST(Results, ReadableByH5pyWithoutOurCode) {
-  if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0) GTEST_SKIP() << "no h5py";
+  const std::string python = test_support::project_python();
+  if (python.empty()) GTEST_SKIP() << "no project Python (scripts/install-python.sh)";
   const auto dir = temp_dir();
   const auto path = (dir / "py.h5").string();
   results::publish(sample(), path);
@@ -98,10 +100,10 @@ TEST(Results, ReadableByH5pyWithoutOurCode) {
   const std::string script =
       "import h5py,sys\n"
       "f=h5py.File(sys.argv[1],'r')\n"
-      "print(list(f['train/loss'][:]), f['eval/256/loss'][1], f['eval/64/position_loss'].shape,"
+      "print([float(x) for x in f['train/loss'][:]], float(f['eval/256/loss'][1]), f['eval/64/position_loss'].shape,"
       " f['status'].attrs['state'], f['config'].attrs['hash'], f['train/loss'].attrs['units'])\n";
   std::ofstream(dir / "read.py") << script;
-  ASSERT_EQ(std::system(("/usr/bin/python3 " + (dir / "read.py").string() + " " + path + " > " + out).c_str()), 0);
+  ASSERT_EQ(std::system((python + " " + (dir / "read.py").string() + " " + path + " > " + out).c_str()), 0);
   std::ifstream in(out);
   std::string line;
   std::getline(in, line);
@@ -111,10 +113,11 @@ TEST(Results, ReadableByH5pyWithoutOurCode) {
 // A file written before the windows' fingerprint was stored still reads: its windows are unnamed
 // (never paired), not an unreadable file.
 TEST(Results, WindowLossesWithoutAFingerprintReadAsUnnamed) {
-  if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0) GTEST_SKIP() << "no h5py";
+  const std::string python = test_support::project_python();
+  if (python.empty()) GTEST_SKIP() << "no project Python (scripts/install-python.sh)";
   const auto path = (temp_dir() / "old.h5").string();
   results::publish(sample(), path);
-  const std::string drop = "/usr/bin/python3 -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r+'); "
+  const std::string drop = python + " -c \"import h5py,sys; f=h5py.File(sys.argv[1],'r+'); "
                            "del f['eval/64'].attrs['window_fingerprint']\" " + path;
   ASSERT_EQ(std::system(drop.c_str()), 0);
   const auto back = results::read_run_file(path);

@@ -45,6 +45,16 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
 };
 
+// The project's Python (.venv/, scripts/install-python.sh: the pinned torch with its torchrun,
+// h5py, numpy), as CMake found it (HARNESS_PYTHON); "" where there is none (a build against a
+// LibTorch of one's own, without `make test`'s environment): tests that need it skip then.
+inline std::string project_python() {
+#ifdef HARNESS_PYTHON
+  if (std::filesystem::exists(HARNESS_PYTHON)) return HARNESS_PYTHON;
+#endif
+  return "";
+}
+
 // A file's whole text ("" when it cannot be read).
 inline std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path);

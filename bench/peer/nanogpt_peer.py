@@ -1,11 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """nanoGPT-style Python peer of `harness train` (bench/train_vs_peer.sh).
 
 The same model and optimiser step as the C++ harness, written the straightforward PyTorch way,
-for Debian's python3-torch (1.13) — run it with /usr/bin/python3:
+on the project's pinned torch (.venv/, scripts/install-python.sh):
 
     build/harness config show --config bench/peer/bench.yaml > /tmp/resolved.yaml
-    /usr/bin/python3 bench/peer/nanogpt_peer.py --config /tmp/resolved.yaml --threads 2
+    .venv/bin/python bench/peer/nanogpt_peer.py --config /tmp/resolved.yaml --threads 2
 
 Give it the harness's resolved config (`harness config show`, as bench/train_vs_peer.sh does):
 the peer's own DEFAULTS below are a copy of the harness's at the time of writing and can drift.
