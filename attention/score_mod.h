@@ -107,6 +107,12 @@ ATTN_HD T distance_bias(const ScoreMod& m, int t, int h) {
   return b;
 }
 
+// The distance a kernel's per-tile table holds for t = i − j: t clamped to [0, seq_len − 1], the
+// distances of visible pairs. Only masked pairs (t < 0) and the padding rows of a ragged last tile
+// (t ≥ T) read clamped entries; unclamped, those rows would index bias_table (T entries a head)
+// past the head's row, and past the buffer for the last head.
+ATTN_HD int table_distance(int t, int seq_len) { return t < 0 ? 0 : t < seq_len ? t : seq_len - 1; }
+
 // Multiplier of s at (i, t, h), without the learned head scale (its gradient needs this part).
 template <class T>
 ATTN_HD T fixed_multiplier(const ScoreMod& m, int i, int t) {

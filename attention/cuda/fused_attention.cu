@@ -130,12 +130,12 @@ __device__ void load_tile(float* tile, const Elem* head, int row0, int seq_len) 
 
 // Distance terms for every (query, key) pair of the tile pair (i0, j0): entry k holds the terms for
 // t = i − j = k + i0 − j0 − (kBlockK − 1), so pair (row r, column c) reads entry r − c + kBlockK − 1.
-// t < 0 only for pairs above the diagonal, which are masked: clamp so the table stays finite.
+// Entries no visible pair reads (t < 0, t ≥ T) hold a clamped distance (table_distance).
 __device__ void fill_distance_table(float* factor, float* bias, const ScoreMod& mod, int i0, int j0,
-                                    int head) {
+                                    int head, int seq_len) {
   const int t_first = i0 - j0 - (kBlockK - 1);
   for (int k = threadIdx.x; k < kDistances; k += kThreads) {
-    const int t = max(k + t_first, 0);
+    const int t = table_distance(k + t_first, seq_len);
     factor[k] = distance_factor<float>(mod, t);
     bias[k] = distance_bias<float>(mod, t, head);
   }
@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // every thread is done reading the previous k, v, p tiles and tables
     load_tile<kBlockK, D>(k_tile, k + head_offset, j0, seq_len);
     load_tile<kBlockK, D>(v_tile, v + head_offset, j0, seq_len);
-    fill_distance_table(dist_factor, dist_bias, mod, i0, j0, head);
+    fill_distance_table(dist_factor, dist_bias, mod, i0, j0, head, seq_len);
     __syncthreads();  // q (first pass), k, v and the tables are in place
 
     float score[kRowsPerThread][kColsPerThread];  // raw q_i·k_j, then the logits
@@ -481,7 +481,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();  // every thread is done with the previous q, dO, p, dS tiles and tables
     load_tile<kBlockQ, D>(q_tile, q + head_offset, i0, seq_len);
     load_tile<kBlockQ, D>(do_tile, d_o + head_offset, i0, seq_len);
-    fill_distance_table(dist_factor, dist_bias, mod, i0, j0, head);
+    fill_distance_table(dist_factor, dist_bias, mod, i0, j0, head, seq_len);
     if (want_dbias)
       for (int d = threadIdx.x; d < kDistances; d += kThreads) dist_grad[d] = 0.f;
     for (int r = threadIdx.x; r < kBlockQ; r += kThreads) {

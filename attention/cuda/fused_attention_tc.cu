@@ -158,11 +158,11 @@ __device__ __forceinline__ void load_tile_async(bf16* tile, const bf16* head, in
 }
 
 // Distance terms of the tile pair (i0, j0): entry d for t = distance_of_entry(d, i0, j0), clamped
-// at 0 for the entries only masked pairs read (t < 0), so that the table stays finite.
+// (table_distance) for the entries no visible pair reads (t < 0, t ≥ T).
 __device__ __forceinline__ void fill_distance_table(float* factor, float* bias, const ScoreMod& mod,
-                                                    int i0, int j0, int head) {
+                                                    int i0, int j0, int head, int seq_len) {
   for (int d = threadIdx.x; d < kDistances; d += kThreads) {
-    const int t = max(distance_of_entry(d, i0, j0), 0);
+    const int t = table_distance(distance_of_entry(d, i0, j0), seq_len);
     factor[d] = distance_factor<float>(mod, t);
     bias[d] = distance_bias<float>(mod, t, head);
   }
@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(kThreads)
   load_tile_async<D>(k_s, k + head_offset, 0, seq_len);
   load_tile_async<D>(v_s, v + head_offset, 0, seq_len);
   cp_async_commit();
-  fill_distance_table(factor_s, bias_s, mod, i0, 0, head);
+  fill_distance_table(factor_s, bias_s, mod, i0, 0, head, seq_len);
 
   uint32_t q_frag[kKSlices][4];  // this warp's 16 query rows as A fragments, loaded at tile 0
   float o_acc[kDimBlocks][4];    // unnormalised output, fp32
@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kThreads)
       load_tile_async<D>(v_s + (buf ^ 1) * kTileElems, v + head_offset, j0 + kTileK, seq_len);
       cp_async_commit();
       fill_distance_table(factor_s + (buf ^ 1) * kDistanceTableLen,
-                          bias_s + (buf ^ 1) * kDistanceTableLen, mod, i0, j0 + kTileK, head);
+                          bias_s + (buf ^ 1) * kDistanceTableLen, mod, i0, j0 + kTileK, head, seq_len);
       cp_async_wait<1>();  // tile n (and q) landed; tile n + 1 may still be in flight
     } else {
       cp_async_wait<0>();
@@ -509,7 +509,7 @@ __global__ void __launch_bounds__(kThreads)
   cp_async_commit();
   fill_row_terms(terms_s, lse, delta, fixed_logit_mean, row_offset, m_first * kTileQ, seq_len,
                  head_scale, want_dhead_scale, mod);
-  fill_distance_table(factor_s, bias_s, mod, m_first * kTileQ, j0, head);
+  fill_distance_table(factor_s, bias_s, mod, m_first * kTileQ, j0, head, seq_len);
   for (int d = threadIdx.x; d < kDistanceTableLen; d += kThreads) dist_grad[d] = 0.f;
 
   float dk_acc[kDimBlocks][4], dv_acc[kDimBlocks][4];  // keys warp_row0 + c_row, columns 8b + c_col
@@ -535,7 +535,7 @@ __global__ void __launch_bounds__(kThreads)
       fill_row_terms(terms_s + (buf ^ 1) * kRowTerms * kTileQ, lse, delta, fixed_logit_mean,
                      row_offset, i0 + kTileQ, seq_len, head_scale, want_dhead_scale, mod);
       fill_distance_table(factor_s + (buf ^ 1) * kDistanceTableLen,
-                          bias_s + (buf ^ 1) * kDistanceTableLen, mod, i0 + kTileQ, j0, head);
+                          bias_s + (buf ^ 1) * kDistanceTableLen, mod, i0 + kTileQ, j0, head, seq_len);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();

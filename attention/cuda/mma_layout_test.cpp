@@ -537,12 +537,12 @@ Outputs reference(const Problem& p) {
 }
 
 // fill_distance_table of the kernels (float).
-void distance_table(const ScoreMod& mod, int i0, int j0, int head, std::vector<float>& factor,
+void distance_table(const ScoreMod& mod, int i0, int j0, int head, int seq_len, std::vector<float>& factor,
                     std::vector<float>& bias) {
   factor.assign(mma::kDistanceTableLen, 0.f);
   bias.assign(mma::kDistanceTableLen, 0.f);
   for (int d = 0; d < mma::kDistances; ++d) {
-    const int t = std::max(mma::distance_of_entry(d, i0, j0), 0);
+    const int t = attention::table_distance(mma::distance_of_entry(d, i0, j0), seq_len);
     factor[d] = attention::distance_factor<float>(mod, t);
     bias[d] = attention::distance_bias<float>(mod, t, head);
   }
@@ -582,7 +582,7 @@ void emulate_forward(const Problem& p, std::vector<float>& o, std::vector<float>
         const int j0 = n * mma::kTileK;
         const std::vector<float> k_img = tile_image(p.k, D, j0, T), v_img = tile_image(p.v, D, j0, T);
         std::vector<float> factor_t, bias_t;
-        distance_table(mod, i0, j0, p.head, factor_t, bias_t);
+        distance_table(mod, i0, j0, p.head, T, factor_t, bias_t);
         std::array<FragC, 8> s{};
         for (int ks = 0; ks < D / 16; ++ks) {
           for (int pp = 0; pp < 4; ++pp) {
@@ -700,7 +700,7 @@ void emulate_backward(const Problem& p, const std::vector<float>& o, const std::
       const int i0 = m * mma::kTileQ;
       const std::vector<float> q_img = tile_image(p.q, D, i0, T), do_img = tile_image(p.d_o, D, i0, T);
       std::vector<float> factor_t, bias_t;
-      distance_table(mod, i0, j0, p.head, factor_t, bias_t);
+      distance_table(mod, i0, j0, p.head, T, factor_t, bias_t);
       float row_lse[64], row_delta[64], row_coef[64], row_fixed[64], row_mean[64];
       for (int r = 0; r < 64; ++r) {
         const int i = i0 + r;
@@ -819,16 +819,15 @@ using attention::cuda::relative_error;  // attention/cuda/relative_error.h
 void check_kernels(std::mt19937& rng) {
   const float head_scales[2] = {0.8f, 1.3f};
   const float alibi_slopes[2] = {0.25f, 0.0625f};
-  // A learned bias table for 2 heads up to T = 130: KERPLE-log's −r1·ln(1 + r2·t) with
-  // (r1, r2) = (1.5, 0.8) and (0.6, 2.0).
-  constexpr int kTableLen = 130;
-  std::vector<float> kerple_table(2 * kTableLen);
+  // A learned bias table for 2 heads: KERPLE-log's −r1·ln(1 + r2·t) with (r1, r2) = (1.5, 0.8)
+  // and (0.6, 2.0), exactly T entries a head as the binding passes it (made per shape below); the
+  // problems use head 1, the last, so a read past its row leaves the buffer (AddressSanitizer's
+  // build of this test, attention_mma_layout_test_asan, stops there).
+  std::vector<float> kerple_table;
   const float r[2][2] = {{1.5f, 0.8f}, {0.6f, 2.0f}};
-  for (int h = 0; h < 2; ++h)
-    for (int t = 0; t < kTableLen; ++t) kerple_table[h * kTableLen + t] = -r[h][0] * std::log1p(r[h][1] * t);
   struct ModCase {
     const char* name;
-    ScoreMod mod;
+    const ScoreMod* mod;  // logn_kerple's table is set per shape
   };
   ScoreMod si_alibi;
   si_alibi.distance = attention::DistanceMod::kScaleInvariant;
@@ -837,21 +836,26 @@ void check_kernels(std::mt19937& rng) {
   ScoreMod logn_kerple;
   logn_kerple.row = attention::RowFactor::kLogN;
   logn_kerple.head_scale = head_scales;
-  logn_kerple.bias_table = kerple_table.data();
-  logn_kerple.bias_table_len = kTableLen;
-  const ModCase mods[] = {{"scale-invariant+alibi", si_alibi}, {"logn+head_scale+kerple", logn_kerple}};
+  const ModCase mods[] = {{"scale-invariant+alibi", &si_alibi}, {"logn+head_scale+kerple", &logn_kerple}};
 
   std::normal_distribution<float> normal(0.f, 1.f);
   struct Shape {
     int seq_len, head_dim;
   };
   for (const Shape shape : {Shape{37, 64}, Shape{100, 64}, Shape{130, 64}, Shape{100, 128}}) {
+    const int table_len = shape.seq_len;
+    kerple_table.assign(2 * table_len, 0.f);
+    kerple_table.shrink_to_fit();  // no slack past the last head's row
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < table_len; ++t) kerple_table[h * table_len + t] = -r[h][0] * std::log1p(r[h][1] * t);
+    logn_kerple.bias_table = kerple_table.data();
+    logn_kerple.bias_table_len = table_len;
     for (const ModCase& c : mods) {
       Problem p;
       p.seq_len = shape.seq_len;
       p.head_dim = shape.head_dim;
       p.head = 1;
-      p.mod = c.mod;
+      p.mod = *c.mod;
       p.mod.scale = 1.f / std::sqrt(static_cast<float>(shape.head_dim));
       for (std::vector<float>* x : {&p.q, &p.k, &p.v, &p.d_o}) {
         x->resize(static_cast<size_t>(p.seq_len) * p.head_dim);
