@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   harness::prefer_passive_openmp_waits(argv);
   harness::keep_freed_memory_for_reuse();
   if (argc >= 2 && !std::strcmp(argv[1], "--version")) {
-    fmt::print("harness {} (LibTorch {})\n", harness::git_revision(), harness::libtorch_version());
+    fmt::print("{}", harness::version_text());
     return harness::kExitOk;
   }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {

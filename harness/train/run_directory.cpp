@@ -29,9 +29,11 @@ void refuse_existing_run(const results::RunPaths& paths, const TrainOptions& opt
 torch::Device pick_device(const config::LoadedConfig& loaded) {
   if (loaded.config.run.device == "cpu") return torch::kCPU;
   if (!torch::cuda::is_available())
-    throw InputError(fmt::format("{}: run.device: cuda requested, but this LibTorch has no CUDA "
-                                 "device available; use run.device: cpu",
-                                 loaded.location_of("run.device").str()));
+    throw InputError(fmt::format("{}: run.device: cuda requested, but {}; use run.device: cpu",
+                                 loaded.location_of("run.device").str(),
+                                 cuda_build().libtorch_cuda.empty()
+                                     ? "this LibTorch is a CPU build (harness --version)"
+                                     : "no CUDA device is visible (no GPU, or no driver)"));
   return torch::kCUDA;
 }
 
