@@ -265,19 +265,22 @@ void Optimizers::load(torch::serialize::InputArchive& archive) {
 
 // ---------------------------------------------------------------------------------------------
 
-double clip_grad_norm(GPT& model, double max_norm) {
+torch::Tensor clip_grad_norm(GPT& model, double max_norm) {
   torch::NoGradGuard ng;
   std::vector<torch::Tensor> grads;
   for (const auto& p : model->parameters())
     if (p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty()) return 0.0;
-  // Σ‖g‖² accumulated in float64 on the gradients' device, one host sync.
-  auto sq = torch::zeros({}, grads.front().options().dtype(torch::kDouble));
-  for (const auto& g : grads) sq += g.to(torch::kDouble).pow(2).sum();
-  const double norm = std::sqrt(sq.item<double>());
-  if (max_norm > 0 && norm > max_norm) {
-    const double scale = max_norm / (norm + 1e-6);
-    for (auto& g : grads) g.mul_(scale);
+  if (grads.empty()) return torch::zeros({}, torch::kDouble);
+  // A float64 norm per gradient (one kernel each), the norm of those, and the clip as a factor on
+  // the device (min(1, max_norm / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_): nothing is
+  // read back, so that a GPU step queues without waiting for the device.
+  std::vector<torch::Tensor> norms;
+  norms.reserve(grads.size());
+  for (const auto& g : grads) norms.push_back(at::linalg_vector_norm(g, 2, c10::nullopt, false, torch::kDouble));
+  const auto norm = at::linalg_vector_norm(torch::stack(norms), 2);
+  if (max_norm > 0) {
+    const auto factor = (max_norm / (norm + 1e-6)).clamp_max(1.0).to(grads.front().scalar_type());
+    at::_foreach_mul_(grads, factor);
   }
   return norm;
 }

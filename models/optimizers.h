@@ -109,8 +109,9 @@ class Optimizers {
   std::array<std::unique_ptr<Adam>, kNumParamGroups> adam_;  // the other groups (all under "adamw")
 };
 
-// Global L2 norm of all gradients of `model` (computed in float64), returned before clipping;
-// if max_norm > 0 and the norm exceeds it, every gradient is scaled by max_norm / (norm + 1e-6).
-double clip_grad_norm(GPT& model, double max_norm);
+// Global L2 norm of all gradients of `model` (computed in float64), returned before clipping as a
+// 0-dim float64 tensor on their device (reading it is the caller's choice: on a GPU a host
+// synchronisation); if max_norm > 0, every gradient is scaled by min(1, max_norm / (norm + 1e-6)).
+torch::Tensor clip_grad_norm(GPT& model, double max_norm);
 
 }  // namespace models

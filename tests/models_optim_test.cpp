@@ -238,7 +238,7 @@ TEST(ModelsOptim, SaveLoadResumesExactly) {
 TEST(ModelsOptim, ClipGradNorm) {
   torch::manual_seed(0);
   models::GPT model(small_model(16));
-  EXPECT_EQ(models::clip_grad_norm(model, 1.0), 0.0);  // no gradients yet
+  EXPECT_EQ(models::clip_grad_norm(model, 1.0).item<double>(), 0.0);  // no gradients yet
   {
     torch::NoGradGuard ng;
     for (auto& p : model->parameters()) p.add_(0.05 * torch::randn_like(p));
@@ -249,9 +249,15 @@ TEST(ModelsOptim, ClipGradNorm) {
   for (const auto& p : model->parameters()) sq += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
   const double norm = std::sqrt(sq);
   ASSERT_GT(norm, 0.1);
-  EXPECT_NEAR(models::clip_grad_norm(model, 0.0), norm, 1e-6 * norm);  // only measures
-  EXPECT_NEAR(models::clip_grad_norm(model, 0.05), norm, 1e-6 * norm);
-  EXPECT_NEAR(models::clip_grad_norm(model, 0.0), 0.05, 1e-5);
+  EXPECT_NEAR(models::clip_grad_norm(model, 0.0).item<double>(), norm, 1e-6 * norm);  // only measures
+  EXPECT_NEAR(models::clip_grad_norm(model, 0.05).item<double>(), norm, 1e-6 * norm);
+  EXPECT_NEAR(models::clip_grad_norm(model, 0.0).item<double>(), 0.05, 1e-5);
+  // Below the limit the device-side factor is exactly 1: gradients unchanged, bit for bit.
+  std::vector<torch::Tensor> before;
+  for (const auto& p : model->parameters()) before.push_back(p.grad().clone());
+  EXPECT_NEAR(models::clip_grad_norm(model, 1.0).item<double>(), 0.05, 1e-5);
+  const auto params = model->parameters();
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(torch::equal(params[i].grad(), before[i])) << i;
 }
 
 TEST(ModelsOptim, ValidatesOptions) {

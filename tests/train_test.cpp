@@ -159,6 +159,66 @@ TEST(Train, NonFiniteLossStopsTheRunAsFailedWithStepAndReason) {
   for (const double loss : r.train.loss) EXPECT_TRUE(std::isfinite(loss));
 }
 
+// The GPU path's bookkeeping, on the CPU (HARNESS_TEST_DEFER_READS=1): each step's loss and
+// gradient norm stay queued as tensors and are read only at log, validation and checkpoint steps,
+// yet run.h5 holds the same rows, bit for bit, as reading every step; an interrupted and resumed
+// run still equals an uninterrupted one; a non-finite step found at a later read leaves the run at
+// the step before it, as when read at once.
+TEST(Train, StepsReadLaterGiveTheSameRecord) {
+  struct DeferReads {
+    DeferReads() { ::setenv("HARNESS_TEST_DEFER_READS", "1", 1); }
+    ~DeferReads() { ::unsetenv("HARNESS_TEST_DEFER_READS"); }
+  };
+  auto c = tiny_config(12);
+  harness::config::apply_override(c, "run.log_every", YAML::Load("4"), {"test", 0, 0});
+  harness::config::resolve_and_validate(c);
+  const auto now_dir = scratch("read-now"), later_dir = scratch("read-later"), resumed_dir = scratch("read-later-resumed");
+  run(c, now_dir);
+  {
+    DeferReads defer;
+    run(c, later_dir);
+    EXPECT_EQ(run(c, resumed_dir, false, /*stop_after=*/7).state, results::RunState::kInterrupted);
+    EXPECT_EQ(run(c, resumed_dir, /*resume=*/true).state, results::RunState::kDone);
+  }
+  const auto now = results::read_run_file((now_dir / "run.h5").string());
+  for (const auto& dir : {later_dir, resumed_dir}) {
+    SCOPED_TRACE(dir.string());
+    const auto later = results::read_run_file((dir / "run.h5").string());
+    EXPECT_EQ(later.state, results::RunState::kDone);
+    EXPECT_EQ(later.train.step, now.train.step);
+    EXPECT_EQ(later.train.tokens, now.train.tokens);
+    EXPECT_EQ(later.train.lr, now.train.lr);
+    EXPECT_EQ(later.train.loss, now.train.loss);
+    EXPECT_EQ(later.train.grad_norm, now.train.grad_norm);
+    ASSERT_EQ(later.train.seconds.size(), 12u);
+    for (size_t i = 1; i < 12; ++i) EXPECT_GE(later.train.seconds[i], later.train.seconds[i - 1]);
+    EXPECT_EQ(later.eval.at(32).loss, now.eval.at(32).loss);
+  }
+
+  // Diverging (see NonFiniteLossStopsTheRunAsFailedWithStepAndReason), read every 50 steps only.
+  auto diverging = tiny_config(20);
+  for (const auto& [key, value] : {std::pair{"optim.name", "adamw"}, {"optim.weight_decay", "10"},
+                                   {"optim.lr_hidden", "100"}, {"optim.lr_embed", "100"},
+                                   {"optim.lr_head", "100"}, {"run.log_every", "50"}, {"eval.every", "0"},
+                                   {"run.checkpoint_every", "0"}})
+    harness::config::apply_override(diverging, key, YAML::Load(value), {"test", 0, 0});
+  harness::config::resolve_and_validate(diverging);
+  const auto nan_now_dir = scratch("nan-now"), nan_later_dir = scratch("nan-later");
+  const auto at_once = run(diverging, nan_now_dir);
+  harness::train::TrainOutcome later;
+  {
+    DeferReads defer;
+    later = run(diverging, nan_later_dir);
+  }
+  ASSERT_EQ(at_once.state, results::RunState::kFailed);
+  EXPECT_EQ(later.state, results::RunState::kFailed);
+  EXPECT_EQ(later.step, at_once.step);
+  EXPECT_EQ(later.reason, at_once.reason);
+  const auto r = results::read_run_file((nan_later_dir / "run.h5").string());
+  EXPECT_EQ(r.status_step, at_once.step);
+  EXPECT_EQ(r.train.loss, results::read_run_file((nan_now_dir / "run.h5").string()).train.loss);
+}
+
 TEST(Train, ExistingRunIsNotOverwrittenSilently) {
   const auto dir = scratch("exists");
   run(tiny_config(2), dir);

@@ -20,6 +20,7 @@
 #include "harness/distributed/gradient_reducer.h"
 #include "harness/distributed/process_group.h"
 #include "harness/train/checkpoint.h"
+#include "harness/train/cuda_sync_check.h"
 #include "harness/train/device_memory.h"
 #include "harness/train/evaluate.h"
 #include "harness/train/run_directory.h"
@@ -184,6 +185,7 @@ class TrainingSession {
       stream_->seek(state.cursor);
       record_.truncate_after(step_);
       if (!record_.train.seconds.empty()) train_seconds_ = record_.train.seconds.back();
+      resumed_seconds_ = train_seconds_;
       record_.state = results::RunState::kRunning;
       record_.reason.clear();
       log->info("resuming {} at step {}/{}", paths_.dir, step_, c_.train.steps);
@@ -224,33 +226,44 @@ class TrainingSession {
     Progress progress(run_log_, c_.train.steps, c_.run.log_every, bar);
     setup_->model->train();
     const int64_t session_start = step_;
+    const char* defer_for_tests = std::getenv("HARNESS_TEST_DEFER_READS");
+    defer_reads_ = setup_->device.is_cuda() || (defer_for_tests && std::string(defer_for_tests) == "1");
+    CudaSyncCheck sync_check(setup_->device);  // HARNESS_CUDA_SYNC_CHECK=1: a step that waits fails
+    if (sync_check.enabled()) log->info("HARNESS_CUDA_SYNC_CHECK: a host synchronisation inside a step is an error");
     try {
       while (step_ < c_.train.steps) {
         if (const auto reason = stop_reason(session_start)) {
+          if (const auto failure = apply_queued_steps(fetch_queued_steps(), progress))
+            return fail(progress, *failure);
           stop_as(progress, results::RunState::kInterrupted, *reason);
           log->warn("interrupted ({}); checkpoint saved, continue with --resume", *reason);
           return outcome_;
         }
         const auto t0 = Clock::now();
+        sync_check.arm();
         const double factor = models::lr_factor(c_.schedule, step_, c_.train.steps);
         setup_->optim->set_lr_factor(factor);
         setup_->optim->zero_grad();
-        const double loss_sum = forward_backward();
-        const double grad_norm = models::clip_grad_norm(setup_->model, c_.train.grad_clip);
-        if (!std::isfinite(loss_sum) || !std::isfinite(grad_norm)) {
-          const std::string reason = fmt::format("non-finite {} at step {}",
-                                                 std::isfinite(loss_sum) ? "gradient norm" : "loss",
-                                                 step_ + 1);
-          stop_as(progress, results::RunState::kFailed, reason);
-          log->error("run failed: {}", reason);
-          return outcome_;
-        }
+        const torch::Tensor loss_sum = forward_backward();
+        const torch::Tensor grad_norm = models::clip_grad_norm(setup_->model, c_.train.grad_clip);
         setup_->optim->step();
-        record_step(progress, loss_sum, factor, grad_norm, std::chrono::duration<double>(Clock::now() - t0).count());
+        queue_step(loss_sum, grad_norm, factor);
         const bool last = step_ == c_.train.steps;
-        if (last || (c_.eval.every > 0 && step_ % c_.eval.every == 0)) run_eval(progress);
-        if (!last && c_.run.checkpoint_every > 0 && step_ % c_.run.checkpoint_every == 0)
-          save(results::RunState::kRunning, "");
+        const bool eval_now = last || (c_.eval.every > 0 && step_ % c_.eval.every == 0);
+        const bool save_now = !last && c_.run.checkpoint_every > 0 && step_ % c_.run.checkpoint_every == 0;
+        // On a GPU the step's values stay queued on the device until a log, validation or
+        // checkpoint step (no host synchronisation in between); on the CPU they are read now
+        // (HARNESS_TEST_DEFER_READS=1: as on a GPU, for the tests).
+        const bool read_now = !defer_reads_ || last || eval_now || save_now ||
+                              (c_.run.log_every > 0 && step_ % c_.run.log_every == 0);
+        sync_check.disarm();
+        const torch::Tensor values = read_now ? fetch_queued_steps() : torch::Tensor();  // waits for the device
+        train_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+        record_.train.seconds.back() = train_seconds_;
+        if (read_now)
+          if (const auto failure = apply_queued_steps(values, progress)) return fail(progress, *failure);
+        if (eval_now) run_eval(progress);
+        if (save_now) save(results::RunState::kRunning, "");
       }
     } catch (...) {
       progress.finish();
@@ -287,8 +300,9 @@ class TrainingSession {
   }
 
   // One step's forward and backward passes over this rank's micro-batches; returns the step's
-  // loss (summed over ranks when data parallel), its gradients left in the parameters.
-  double forward_backward() {
+  // loss (summed over ranks when data parallel) as a 0-dim float64 tensor on the device, its
+  // gradients left in the parameters.
+  torch::Tensor forward_backward() {
     const int64_t micro_batches = c_.train.batch_size / micro_;  // over all ranks
     // (B, L + 1): the step's windows, the same on every rank; this rank's rows of them. On CUDA
     // in pinned memory, so that each micro-batch's copy runs asynchronously.
@@ -296,8 +310,6 @@ class TrainingSession {
     const bool cuda = setup_->device.is_cuda();
     auto mine = batch.slice(0, world_.rank * share_, (world_.rank + 1) * share_);
     if (cuda) mine = mine.pin_memory();
-    // The step's loss stays on the device until the step is logged: no synchronisation after
-    // each micro-batch.
     auto loss_total = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(setup_->device));
     for (int64_t start = 0; start < share_; start += micro_) {
       const auto micro = mine.slice(0, start, start + micro_).to(setup_->device, /*non_blocking=*/cuda);  // (m, L + 1)
@@ -308,26 +320,84 @@ class TrainingSession {
       loss.backward();
       loss_total += loss.detach().to(torch::kDouble);
     }
-    const double loss_sum = loss_total.item<double>();  // read once per step, for its row and log
-    return group_ ? finish_step_reduction(loss_sum) : loss_sum;
+    return group_ ? finish_step_reduction(loss_total) : loss_total;
   }
 
-  // The finished step's row of /train and its progress line.
-  void record_step(Progress& progress, double loss, double lr_factor, double grad_norm, double seconds) {
+  // The finished step: its row of /train, with the loss and gradient norm still on the device
+  // (NaN in the row until apply_queued_steps fills them in).
+  void queue_step(const torch::Tensor& loss, const torch::Tensor& grad_norm, double lr_factor) {
     ++step_;
     tokens_ += c_.train.batch_size * c_.train.context;
-    train_seconds_ += seconds;
     record_.train.step.push_back(step_);
     record_.train.tokens.push_back(tokens_);
-    record_.train.loss.push_back(loss);
+    record_.train.loss.push_back(std::nan(""));
     record_.train.lr.push_back(lr_factor);
-    record_.train.grad_norm.push_back(grad_norm);
-    record_.train.seconds.push_back(train_seconds_);
-    progress.update(step_, loss, double(c_.train.batch_size * c_.train.context) / seconds);
+    record_.train.grad_norm.push_back(std::nan(""));
+    record_.train.seconds.push_back(train_seconds_);  // the step's end: set by the loop
+    queued_.push_back({loss, grad_norm, stop_tensor_});
+  }
+
+  // The queued steps' losses, gradient norms and (data parallel) stop flags, (steps, 3) float64
+  // on the host: one copy, the one wait for the device.
+  torch::Tensor fetch_queued_steps() const {
+    if (queued_.empty()) return torch::Tensor();
+    std::vector<torch::Tensor> values;
+    for (const auto& q : queued_) {
+      values.push_back(q.loss);
+      values.push_back(q.grad_norm.to(q.loss.device()));
+      values.push_back(q.stop.defined() ? q.stop : torch::zeros_like(q.loss));
+    }
+    return torch::stack(values).to(torch::kCPU, torch::kDouble).view({-1, 3}).contiguous();
+  }
+
+  // Fills the queued steps' /train rows from `values` (fetch_queued_steps) and updates the
+  // progress line. If a value is not finite, the rows from that step on are dropped, the run
+  // stands at the step before, and the failure is returned.
+  std::optional<std::string> apply_queued_steps(const torch::Tensor& values, Progress& progress) {
+    if (queued_.empty()) return std::nullopt;
+    auto& train = record_.train;
+    const size_t first = train.step.size() - queued_.size();
+    const double window_start = first > 0 ? train.seconds[first - 1] : resumed_seconds_;
+    const int64_t window_tokens = int64_t(queued_.size()) * c_.train.batch_size * c_.train.context;
+    queued_.clear();
+    const auto v = values.accessor<double, 2>();
+    for (int64_t k = 0; k < v.size(0); ++k) {
+      const size_t row = first + size_t(k);
+      const double loss = v[k][0], grad_norm = v[k][1];
+      if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+        const std::string reason = fmt::format("non-finite {} at step {}",
+                                               std::isfinite(loss) ? "gradient norm" : "loss", train.step[row]);
+        truncate_train_rows(row);
+        return reason;
+      }
+      if (v[k][2] > 0) stop_flag_ = true;
+      train.loss[row] = loss;
+      train.grad_norm[row] = grad_norm;
+    }
+    progress.update(step_, train.loss.back(), double(window_tokens) / std::max(train.seconds.back() - window_start, 1e-9));
+    return std::nullopt;
+  }
+
+  // Keeps the first `rows` rows of /train; the run then stands at the last of them.
+  void truncate_train_rows(size_t rows) {
+    auto& t = record_.train;
+    for (auto* column : {&t.loss, &t.lr, &t.grad_norm, &t.seconds}) column->resize(rows);
+    for (auto* column : {&t.step, &t.tokens}) column->resize(rows);
+    step_ = rows > 0 ? t.step.back() : 0;
+    tokens_ = rows > 0 ? t.tokens.back() : 0;
+    train_seconds_ = rows > 0 ? t.seconds.back() : 0.0;
+  }
+
+  TrainOutcome fail(Progress& progress, const std::string& reason) {
+    stop_as(progress, results::RunState::kFailed, reason);
+    run_log_.all->error("run failed: {}", reason);
+    return outcome_;
   }
 
   // A run that threw: its record says so, with the rows written so far kept.
   void record_failure(std::exception_ptr error) {
+    truncate_train_rows(record_.train.step.size() - queued_.size());  // rows never read
+    queued_.clear();
     record_.state = results::RunState::kFailed;
     record_.status_step = step_;
     try {
@@ -410,12 +480,13 @@ class TrainingSession {
   // Finishes the step's gradient sum over the ranks (the reducer's buckets, started while the
   // last backward ran; each micro-batch's loss is already divided by the global number of
   // micro-batches, so the sum is the global mean's gradient: Gloo has no AVG), and sums the step's
-  // loss and the stop flag (any rank asked to stop) with it. Returns the global loss.
-  double finish_step_reduction(double loss_sum) {
-    auto extra = torch::tensor({loss_sum, interrupt_requested() ? 1.0 : 0.0}, torch::kDouble).to(setup_->device);
+  // loss and the stop flag (any rank asked to stop) with it, on the device: the flag is read with
+  // the loss (apply_queued_steps), at the same steps on every rank. Returns the global loss.
+  torch::Tensor finish_step_reduction(const torch::Tensor& loss_sum) {
+    auto extra = torch::stack({loss_sum, torch::full({}, interrupt_requested() ? 1.0 : 0.0, loss_sum.options())});
     reducer_->finish(extra);
-    stop_flag_ = extra[1].item<double>() > 0;
-    return extra[0].item<double>();
+    stop_tensor_ = extra[1];
+    return extra[0];
   }
 
   // Every rank must hold the same bits; a difference (a non-deterministic kernel, a bug) would
@@ -505,7 +576,15 @@ class TrainingSession {
   std::unique_ptr<distributed::ProcessGroup> group_;  // W > 1 only
   std::unique_ptr<distributed::GradientReducer> reducer_;  // W > 1 only (after group_: hooks go first)
   int64_t share_ = 0, micro_ = 0;              // sequences per rank and step; per forward
-  bool stop_flag_ = false;                     // some rank was signalled (W > 1)
+  bool stop_flag_ = false;                     // some rank was signalled (W > 1), as last read
+  torch::Tensor stop_tensor_;                  // the last step's summed stop flags (W > 1)
+  // Steps whose values are still on the device (queue_step, fetch_queued_steps).
+  struct QueuedStep {
+    torch::Tensor loss, grad_norm, stop;  // 0-dim float64; stop undefined for one process
+  };
+  std::vector<QueuedStep> queued_;
+  bool defer_reads_ = false;                   // read queued steps only at log/eval/checkpoint steps
+  double resumed_seconds_ = 0.0;               // training seconds before this session
   results::RunRecord record_;
   bool resuming_ = false;
   int64_t threads_ = 1;

@@ -314,7 +314,7 @@ class NeedleSession {
       auto loss = masked_loss(model, batch.slice(1, 0, L), batch.slice(1, 1, L + 1), mask.to(device_));
       loss.backward();
       const double loss_value = loss.item<double>();
-      const double grad_norm = models::clip_grad_norm(model, c_.train.grad_clip);
+      const double grad_norm = models::clip_grad_norm(model, c_.train.grad_clip).item<double>();
       if (!std::isfinite(loss_value) || !std::isfinite(grad_norm)) {
         progress.finish();
         finish(results::RunState::kFailed, fmt::format("non-finite loss at fine-tuning step {}", step + 1), step);
