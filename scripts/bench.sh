@@ -9,8 +9,9 @@
 #   BENCH_THREADS=N (default 2), BENCH_QUICK=1 (a first look in a minute)
 #
 # Data-parallel scaling (bench/dist_scaling.sh: 1×1, 1×2 threads, 2 processes × 1) runs when the
-# default corpus is in data/sotu. Training against the Python peer is bench/train_vs_peer.sh
-# (needs python3-torch; ~10 min).
+# default corpus is in data/sotu. The fused kernel against torch's FlexAttention and SDPA is
+# bench/attention_vs_torch.sh (skipped with BENCH_QUICK). Training against the Python peer is
+# bench/train_vs_peer.sh (the project's .venv torch; ~10 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -41,6 +42,12 @@ for f in avx512f avx512bw avx2 fma; do [[ " $cpu_flags " == *" $f "* ]] && isa+=
   [[ -n "${BENCH_QUICK:-}" ]] ||
     "$build/bench_eval_stats" --threads "$threads" --contexts 16384 --windows 4 --reps 3 | tail -n 1
   echo
+  if [[ -z "${BENCH_QUICK:-}" ]]; then
+    echo "## Against torch's CPU kernels: \`bench/attention_vs_torch.sh $build $threads\`"
+    echo
+    bench/attention_vs_torch.sh "$build" "$threads" | tail -n +3
+    echo
+  fi
   if [[ -d data/sotu ]]; then
     echo "## Data-parallel scaling: \`bench/dist_scaling.sh $build\`"
     echo
