@@ -1,5 +1,5 @@
-# Finds LibTorch. Where the user names none (Torch_DIR, CMAKE_PREFIX_PATH), the one of the pip
-# torch in the project's virtual environment, .venv/ (scripts/install-deps.sh makes it), so that
+# Finds LibTorch: unless Torch_DIR is given, that of HARNESS_PYTHON's torch, by default the pip
+# torch of the project's virtual environment, .venv/ (scripts/install-python.sh makes it), so that
 # `cmake -S . -B build` needs no flag. Included from the top-level CMakeLists.txt after project().
 
 set(HARNESS_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
