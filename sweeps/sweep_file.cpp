@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -237,14 +236,14 @@ config::LoadedConfig parse_axes_and_base(std::map<std::string, YAML::Node>& sect
   // name: a single path component (results go to <out_dir>/<name>/).
   if (sections.count("name")) {
     const YAML::Node& n = sections["name"];
-    static const std::regex name_re(R"(^[A-Za-z0-9][A-Za-z0-9._-]*$)");
-    if (!n.IsScalar() || !std::regex_match(n.Scalar(), name_re))
-      fail(Location::of(source, n), "name",
-           fmt::format("expected a name of letters, digits, '.', '_' or '-' (it names the "
-                       "results directory), got {}", describe(n)));
+    if (!n.IsScalar() || !config::is_valid_name(n.Scalar()))
+      fail(Location::of(source, n), "name", fmt::format("expected {}, got {}", config::kNameRule, describe(n)));
     sweep.name = n.Scalar();
   } else {
     sweep.name = fs::path(source).stem().string();
+    if (!config::is_valid_name(sweep.name))
+      throw InputError(fmt::format("{}: name: the sweep would be named '{}' after its file, which is not {}; "
+                                   "set name: in the sweep", source, sweep.name, config::kNameRule));
   }
 
   // base: an inline mapping or a config file relative to the sweep file.

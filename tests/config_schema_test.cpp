@@ -251,3 +251,28 @@ TEST(Config, PrecisionAndMemoryKeys) {
   msg = error_of("train:\n  activation_checkpointing: maybe\n");
   EXPECT_NE(msg.find("train.activation_checkpointing: expected true or false, got 'maybe'"), std::string::npos) << msg;
 }
+
+// A run's name is a directory under run.out_dir: one path component, or the run would write
+// outside it (name: ../victim trained into a sibling of run.out_dir).
+TEST(Config, NamesAreSinglePathComponents) {
+  for (const std::string bad : {"../victim", "a/b", "/abs", "-rf", "..", ".hidden", "a b", "''"}) {
+    const std::string msg = error_of("name: " + bad + "\n");
+    EXPECT_EQ(msg.rfind("cfg.yaml:1:7: name: expected a name of letters, digits, '.', '_' or '-'", 0), 0u)
+        << bad << ": " << msg;
+  }
+  // A sweep names its runs <sweep>/<run id>, and their stored configs are read back.
+  EXPECT_EQ(load_run_config_text("name: ns/fb0ab7779f9cefd5\n", "cfg.yaml").config.name, "ns/fb0ab7779f9cefd5");
+  for (const std::string bad : {"ns/fb0ab7779f9cefd", "../fb0ab7779f9cefd5", "ns/../b7779f9cefd5", "a/b/fb0ab7779f9cefd5"})
+    EXPECT_NE(error_of("name: " + bad + "\n"), "<no error>") << bad;
+  for (const std::string good : {"tiny", "run-1.b_2", "0x"})
+    EXPECT_EQ(load_run_config_text("name: " + good + "\n", "cfg.yaml").config.name, good);
+  // Named after its file (load_run_config passes the stem): a file name that is no name is refused
+  // unless the config names the run.
+  try {
+    load_run_config_text("", "-rf.yaml", "-rf");
+    ADD_FAILURE() << "a run named '-rf' after its file was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("-rf.yaml: name: the run would be named '-rf' after its file", 0), 0u) << e.what();
+  }
+  EXPECT_EQ(load_run_config_text("name: ok\n", "-rf.yaml", "-rf").config.name, "ok");
+}

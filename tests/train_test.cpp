@@ -246,6 +246,15 @@ TEST(TrainCli, BadInputExitsTwoAndWritesNothing) {
                         << "train: {context: 64}\neval: {contexts: [L, 100000L]}\n";
   EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2);
   EXPECT_FALSE(fs::exists(out));
+  // A name that is a path would write outside run.out_dir (beside it, for ../victim).
+  for (const std::string name : {"../victim", "a/b"}) {
+    std::ofstream(config) << "data: {corpus: '" << HARNESS_TEST_DATA << "/sotu'}\nname: " << name << "\n";
+    EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2) << name;
+    EXPECT_NE(test_support::read_text(dir / "log").find("bad.yaml:2:7: name: expected a name"), std::string::npos)
+        << test_support::read_text(dir / "log");
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_FALSE(fs::exists(dir / "victim"));
+  }
 }
 
 TEST(Train, BFloat16MixedPrecisionFollowsFloat32Over100Steps) {

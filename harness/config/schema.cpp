@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -187,6 +188,21 @@ void resolve_and_validate(LoadedConfig& loaded) {
   }
 }
 
+bool is_valid_name(const std::string& name) {
+  if (name.empty() || !std::isalnum(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+bool is_valid_run_name(const std::string& name) {
+  const auto slash = name.find('/');
+  if (slash == std::string::npos) return is_valid_name(name);
+  const std::string id = name.substr(slash + 1);
+  return is_valid_name(name.substr(0, slash)) && id.size() == 16 &&
+         std::all_of(id.begin(), id.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'); });
+}
+
 LoadedConfig load_run_config_text(const std::string& yaml_text, const std::string& source,
                                   const std::string& name) {
   LoadedConfig loaded;
@@ -201,6 +217,9 @@ LoadedConfig load_run_config_text(const std::string& yaml_text, const std::strin
                                  e.mark.column + 1, e.msg));
   }
   apply_yaml(loaded, root, source);
+  if (!is_valid_run_name(loaded.config.name))  // named after its file, and the file's name is no name
+    throw InputError(fmt::format("{}: name: the run would be named '{}' after its file, which is not {}; "
+                                 "set name: in the config", source, loaded.config.name, kNameRule));
   resolve_and_validate(loaded);
   return loaded;
 }

@@ -42,6 +42,16 @@ struct KeySpec {
 
 // Throws InputError "file:line:column: key: what", the form of every config error.
 [[noreturn]] void fail_at(const Location& at, const std::string& key, const std::string& what);
+// Run and sweep names name a results directory (<run.out_dir>/<name>/): one path component of
+// letters, digits, '.', '_' and '-' that starts with a letter or digit (so no '/', '..', NUL or
+// leading '-'). kNameRule says so in error messages.
+bool is_valid_name(const std::string& name);
+// What a run config's `name` may hold: such a name, or <sweep name>/<run id> (16 hex digits), the
+// name a sweep gives each of its runs (and which their stored configs carry).
+bool is_valid_run_name(const std::string& name);
+inline constexpr const char* kNameRule =
+    "a name of letters, digits, '.', '_' or '-' starting with a letter or digit (it names the results directory)";
+
 // How a YAML value reads in an error message: 'text', a list, a mapping, or nothing.
 std::string describe(const YAML::Node& node);
 

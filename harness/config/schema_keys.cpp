@@ -224,8 +224,15 @@ bool overrides_preset(const RunConfig& c, bool positional) {
 std::vector<KeySpec> build_schema() {
   std::vector<KeySpec> s;
   // Identity and data.
-  s.push_back(string_key("name", [](auto& c) -> auto& { return c.name; },
-                         "run label; results go to <run.out_dir>/<name>/", false));
+  KeySpec name = string_key("name", [](auto& c) -> auto& { return c.name; },
+                            "run label; results go to <run.out_dir>/<name>/", false);
+  name.expected = kNameRule;
+  name.set = [](RunConfig& c, const YAML::Node& n, const Location& at) {
+    const std::string& s = require_scalar(n, at, "name", kNameRule).Scalar();
+    if (!is_valid_run_name(s)) fail(at, "name", fmt::format("expected {}, got {}", kNameRule, describe(n)));
+    c.name = s;
+  };
+  s.push_back(std::move(name));
   s.push_back(string_key("data.corpus", [](auto& c) -> auto& { return c.data.corpus; },
                          "'sotu' (the default corpus under data.data_dir) or a directory of .txt "
                          "files or .bin token shards"));
