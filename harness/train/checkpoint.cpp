@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -18,6 +20,37 @@ void fsync_file(const std::string& path) {
   if (fd >= 0) {
     ::fsync(fd);
     ::close(fd);
+  }
+}
+
+// Writes `archive` to `tmp` (fsynced). A failed write (a full disk, a quota, an I/O error) is
+// remembered, not reported to LibTorch's stream writer, whose error path ends in std::terminate
+// (a second throw from its destructor: exit 134 and a frame dump); instead `tmp` is removed and
+// an error names `path` and the cause.
+void write_archive(torch::serialize::OutputArchive& archive, const std::string& tmp, const std::string& path) {
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw std::runtime_error("cannot write the checkpoint " + path + ": " + std::strerror(errno));
+  int error = 0;
+  archive.save_to([&](const void* data, size_t size) -> size_t {
+    const char* p = static_cast<const char*>(data);
+    for (size_t left = size; error == 0 && left > 0;) {
+      const ssize_t written = ::write(fd, p, left);
+      if (written < 0 && errno == EINTR) continue;
+      if (written < 0) {
+        error = errno;
+      } else {
+        p += written;
+        left -= size_t(written);
+      }
+    }
+    return size;  // as written, always: the error is ours to report
+  });
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot write the checkpoint " + path + ": " + std::strerror(error));
   }
 }
 
@@ -41,8 +74,7 @@ void save_checkpoint(const std::string& path, models::GPT& model, const models::
   archive.write("run_config_hash", c10::IValue(state.config_hash));
   archive.write("run_rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
   const std::string tmp = path + ".tmp";
-  archive.save_to(tmp);
-  fsync_file(tmp);
+  write_archive(archive, tmp, path);
   std::filesystem::rename(tmp, path);
   // The rename itself survives a power cut only once the directory is on disk too.
   const auto dir = std::filesystem::path(path).parent_path();
