@@ -9,8 +9,9 @@
 # major of the machines' toolkit (/usr/local/cuda, 13.0) and the torch of the lent GPU machine, so
 # one build serves both. The wheel needs CUDA's libraries at load time, even on the CPU. Where the
 # toolkit has them (cuDNN 9.19 and NCCL 2.28.9 match this torch's pins exactly), torch goes in
-# without its ~3 GB of nvidia-* wheels and only the three libraries the toolkit lacks come from PyPI
-# (cuSPARSELt, NVSHMEM, cuFile: ~230 MB); elsewhere torch's full dependencies are installed.
+# without its nvidia-* wheels (gigabytes: cuDNN, cuBLAS, NCCL, ...), and only the three libraries
+# the toolkit lacks come from PyPI (cuSPARSELt, NVSHMEM, cuFile: ~230 MB); elsewhere torch's full
+# dependencies are installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,7 +61,7 @@ for lib in $(unresolved); do
   if [ -n "${EXTRA_WHEELS[$lib]:-}" ]; then wheels+=("${EXTRA_WHEELS[$lib]}"); else full=1; fi
 done
 if [ $full = 1 ]; then
-  echo "install-python: no CUDA 13 toolkit libraries found ($(unresolved | tr '\n' ' ')): installing torch's own nvidia-* wheels (~3 GB)"
+  echo "install-python: no CUDA 13 toolkit libraries found ($(unresolved | tr '\n' ' ')): installing torch's own nvidia-* wheels (gigabytes)"
   "${pip[@]}" install "$TORCH"
 elif [ ${#wheels[@]} -gt 0 ]; then
   echo "install-python: CUDA libraries from the toolkit; from PyPI: ${wheels[*]}"
