@@ -8,7 +8,6 @@ RunPaths::RunPaths(const std::string& d) {
   const std::filesystem::path p(d);
   dir = d;
   results = (p / "run.h5").string();
-  checkpoint = (p / "checkpoint.pt").string();
   log = (p / "train.log").string();
   config = (p / "config.yaml").string();
 }

@@ -9,7 +9,7 @@ namespace results {
 struct RunPaths {
   std::string dir;         // the run directory
   std::string results;     // run.h5: configuration, status, losses, statistics (run_file.h)
-  std::string checkpoint;  // checkpoint.pt: model, optimiser, step, data cursor
+                          // (and its checkpoints: harness/train/checkpoint.h)
   std::string log;         // train.log
   std::string config;      // config.yaml: the resolved config, as `harness config show` prints it
   explicit RunPaths(const std::string& dir);

@@ -25,6 +25,7 @@ packages=(
   libgloo-dev                                 # the headers of c10d's Gloo backend (data parallel)
   libyaml-cpp-dev libspdlog-dev libfmt-dev libboost-program-options-dev
   libhdf5-dev hdf5-tools                      # results files and h5dump
+  zlib1g-dev                                  # CRC-32 of checkpoints
   libsentencepiece-dev                        # BPE tokenizer
   gnuplot-nox                                 # figures (harness export curves)
   libgtest-dev libbenchmark-dev

@@ -160,7 +160,7 @@ JOB=$(echo "$out" | sed -n 's/^submitted job array \([0-9]*\).*/\1/p')
 deadline=$((SECONDS + TIMEOUT_S))
 signalled=0
 while [ $SECONDS -lt $deadline ]; do
-  if [ $signalled = 0 ] && [ -f "$RUN0_DIR/run.h5" ] && [ -f "$RUN0_DIR/checkpoint.pt" ]; then
+  if [ $signalled = 0 ] && [ -f "$RUN0_DIR/run.h5" ] && [ -f "$RUN0_DIR/checkpoints.tsv" ]; then
     scancel --batch --signal=USR1 "${JOB}_0" && signalled=1 && echo "sent USR1 to ${JOB}_0"
   fi
   [ -z "$(squeue -h -j "$JOB" 2>/dev/null)" ] && break

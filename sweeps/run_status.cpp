@@ -9,6 +9,7 @@
 
 #include "harness/tasks/needle/needle_run.h"
 #include "harness/common/errors.h"
+#include "harness/train/checkpoint_list.h"
 #include "results/run_paths.h"
 #include "results/run_file.h"
 #include "sweeps/run_lock.h"
@@ -58,7 +59,7 @@ std::optional<Pretraining> pretraining_of(const PlannedRun& run) {
   base.id = p.id = config::config_hash(base.loaded.config);
   const fs::path from = c.init_from;
   const bool is_run_dir = fs::exists(results::RunPaths(from.string()).results) ||
-                          fs::exists(results::RunPaths(from.string()).checkpoint);
+                          !train::RunCheckpoints(from.string()).empty();
   base.run_dir = p.dir = is_run_dir ? from.string() : (from / p.id).string();
   p.status = inspect_run(base);
   return p;

@@ -29,6 +29,7 @@
 #include "harness/tasks/task.h"
 #include "harness/common/errors.h"
 #include "harness/common/interrupt.h"
+#include "harness/train/checkpoint_list.h"
 #include "sweeps/plan.h"
 #include "sweeps/run_lock.h"
 #include "sweeps/run_status.h"
@@ -159,7 +160,7 @@ int run_one(const Sweep& sweep, size_t index, const RunOneOptions& o) {
                  clock_time(), what, status.reason);
     return kExitFailure;
   }
-  const bool resuming = fs::exists(results::RunPaths(run.run_dir).checkpoint);
+  const bool resuming = !train::RunCheckpoints(run.run_dir).empty();
   config::LoadedConfig loaded = run.loaded;
   if (o.threads > 0) loaded.config.run.threads = o.threads;
   if (report)

@@ -91,12 +91,18 @@ int wait_for(pid_t pid, std::chrono::seconds limit) {
   return -1;
 }
 
+std::string newest_checkpoint(const std::string& run_dir) {
+  const auto entries = harness::train::RunCheckpoints(run_dir).entries();
+  if (entries.empty()) throw std::runtime_error(run_dir + ": no checkpoint");
+  return (fs::path(run_dir) / entries.back().file).string();
+}
+
 // Waits (at most 2 minutes) until the run in `dir` has written its first checkpoint.
 bool wait_for_checkpoint(const fs::path& dir) {
   const auto deadline = Clock::now() + std::chrono::seconds(120);
-  while (!fs::exists(dir / "checkpoint.pt") && Clock::now() < deadline)
+  while (!fs::exists(dir / "checkpoints.tsv") && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  return fs::exists(dir / "checkpoint.pt");
+  return fs::exists(dir / "checkpoints.tsv");
 }
 
 void expect_close(double a, double b, double rel, const std::string& what) {
@@ -139,7 +145,7 @@ std::vector<torch::Tensor> checkpoint_parameters(const fs::path& config, const f
   const auto loaded = harness::config::load_run_config(config.string());
   models::GPT model(harness::config::gpt_options(loaded.config, 256));
   models::Optimizers optim(model, loaded.config.optim);
-  harness::train::load_checkpoint((run_dir / "checkpoint.pt").string(), model, optim);
+  harness::train::load_checkpoint(newest_checkpoint(run_dir.string()), model, optim);
   return model->parameters();
 }
 
@@ -539,7 +545,7 @@ TEST(DataParallel, SigtermToOneRankCheckpointsEveryRankAtOneStep) {
   const auto loaded = harness::config::load_run_config((tmp.path / "tiny.yaml").string());
   models::GPT model(harness::config::gpt_options(loaded.config, 256));
   models::Optimizers optim(model, loaded.config.optim);
-  const auto state = harness::train::load_checkpoint((dir / "checkpoint.pt").string(), model, optim);
+  const auto state = harness::train::load_checkpoint(newest_checkpoint(dir.string()), model, optim);
   EXPECT_EQ(state.step, r.status_step);
 }
 

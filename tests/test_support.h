@@ -105,7 +105,7 @@ inline int wait_exit(pid_t pid, std::chrono::seconds timeout = std::chrono::seco
 // Whether a run has checkpointed at least once (step >= 5) and is still running. (run.h5 is
 // published just before the checkpoint is written: a kill in between restarts it from step 0.)
 inline bool checkpointed_mid_run(const std::string& run_dir) {
-  if (!std::filesystem::exists(run_dir + "/run.h5") || !std::filesystem::exists(run_dir + "/checkpoint.pt"))
+  if (!std::filesystem::exists(run_dir + "/run.h5") || !std::filesystem::exists(run_dir + "/checkpoints.tsv"))
     return false;
   try {
     const auto record = results::read_run_file(run_dir + "/run.h5");

@@ -8,7 +8,11 @@
 
 #include <caffe2/serialize/inline_container.h>
 
+#include <fmt/format.h>
+
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <filesystem>
 #include <string>
 
@@ -65,7 +69,9 @@ TEST(Checkpoint, WrittenOnAGpuLoadsOnTheHost) {
   o.run_dir = (tmp.path / "run").string();
   o.progress_bar = 0;
   ASSERT_EQ(harness::train::train(config, o).state, results::RunState::kDone);
-  const std::string original = (tmp.path / "run" / "checkpoint.pt").string();
+  const auto listed = harness::train::RunCheckpoints((tmp.path / "run").string()).entries();
+  ASSERT_EQ(listed.size(), 1u);
+  const std::string original = (tmp.path / "run" / listed.back().file).string();
   const std::string on_gpu = (tmp.path / "gpu.pt").string();
   ASSERT_GT(relocate_to_cuda(original, on_gpu), 0);
 
@@ -98,9 +104,134 @@ TEST(Checkpoint, WrittenOnAGpuLoadsOnTheHost) {
   EXPECT_NO_THROW(harness::train::load_checkpoint(bytes, b, optim_b));
 
   // analyse / export / theory critical --run open a finished run: with the GPU's checkpoint in
-  // its place it opens on the host with the same weights.
+  // its place (unlisted: its CRC-32 is not the one written) it opens on the host with the same weights.
   fs::copy_file(on_gpu, original, fs::copy_options::overwrite_existing);
+  fs::remove(tmp.path / "run" / "checkpoints.tsv");
   auto reopened = harness::train::open_finished_run((tmp.path / "run").string());
   const auto pr = reopened.model->named_parameters();
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pr[i].value(), pa[i].value())) << pr[i].key();
+}
+
+// ---- Checkpoints you can fall back on (run.keep_checkpoints) ----
+
+namespace {
+
+// CRC-32 (zlib's: reflected polynomial 0xEDB88320), bit by bit: the reference for the list.
+uint32_t naive_crc32(const std::string& bytes) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (const unsigned char byte : bytes) {
+    crc ^= byte;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+harness::config::LoadedConfig checkpointing_config(const fs::path& cache) {
+  const std::string yaml = std::string("data: {corpus: '") + HARNESS_TEST_DATA + "/sotu', data_dir: '" +
+                           cache.string() + "'}\n" +
+                           "model: {layers: 1, d_model: 32, heads: 2}\n"
+                           "train: {context: 32, batch_size: 4, steps: 12, seed: 5}\n"
+                           "eval: {contexts: [L], windows: 2, every: 4}\n"
+                           "run: {threads: 2, checkpoint_every: 4}\n";
+  return harness::config::load_run_config_text(yaml, "ckpt.yaml", "ckpt");
+}
+
+harness::train::TrainOutcome train_in(const harness::config::LoadedConfig& c, const fs::path& dir,
+                                      bool resume = false, int64_t stop_after = 0) {
+  harness::train::TrainOptions o;
+  o.run_dir = dir.string();
+  o.resume = resume;
+  o.progress_bar = 0;
+  o.stop_after_steps = stop_after;
+  return harness::train::train(c, o);
+}
+
+// An uninterrupted run's record, and a run stopped after 10 steps: its checkpoints are steps 8
+// and 10 (every 4, and the stop), the newest 2 of 4, 8, 10.
+struct StoppedRun {
+  test_support::TempDir tmp;
+  harness::config::LoadedConfig config = checkpointing_config(tmp.path / "cache");
+  fs::path dir = tmp.path / "stopped";
+  results::RunRecord whole;
+  StoppedRun() {
+    EXPECT_EQ(train_in(config, tmp.path / "whole").state, results::RunState::kDone);
+    whole = results::read_run_file((tmp.path / "whole" / "run.h5").string());
+    EXPECT_EQ(train_in(config, dir, false, 10).state, results::RunState::kInterrupted);
+  }
+  // Resumes and checks the finished run equals the uninterrupted one, row for row.
+  void resume_and_expect_whole() {
+    ASSERT_EQ(train_in(config, dir, true).state, results::RunState::kDone);
+    const auto resumed = results::read_run_file((dir / "run.h5").string());
+    ASSERT_EQ(resumed.train.step, whole.train.step);
+    EXPECT_EQ(resumed.train.loss, whole.train.loss);  // bit for bit
+    for (const auto& [T, rows] : whole.eval) EXPECT_EQ(resumed.eval.at(T).loss, rows.loss) << T;
+  }
+};
+
+}  // namespace
+
+TEST(Checkpoint, TheNewestTwoAreKeptEachListedWithItsSizeAndCrc32) {
+  StoppedRun run;
+  const auto entries = harness::train::RunCheckpoints(run.dir.string()).entries();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].step, 8);
+  EXPECT_EQ(entries[1].step, 10);
+  for (const auto& e : entries) {
+    EXPECT_EQ(e.file, "checkpoint-" + std::to_string(e.step) + ".pt");
+    const std::string bytes = file_bytes(run.dir / e.file);
+    EXPECT_EQ(e.digest.bytes, bytes.size()) << e.file;
+    EXPECT_EQ(e.digest.crc32, naive_crc32(bytes)) << e.file;
+  }
+  EXPECT_FALSE(fs::exists(run.dir / "checkpoint-4.pt"));  // the third newest: removed
+  for (const auto& f : fs::directory_iterator(run.dir))
+    EXPECT_EQ(f.path().string().find(".tmp"), std::string::npos) << f.path();
+  // The list is plain text: step, bytes, CRC-32 in hex, file.
+  const std::string list = test_support::read_text(run.dir / "checkpoints.tsv");
+  EXPECT_NE(list.find(fmt::format("10\t{}\t{:08x}\tcheckpoint-10.pt\n", entries[1].digest.bytes,
+                                  entries[1].digest.crc32)), std::string::npos) << list;
+  run.resume_and_expect_whole();
+}
+
+TEST(Checkpoint, ResumeFallsBackFromATruncatedNewestCheckpoint) {
+  StoppedRun run;
+  const fs::path newest = run.dir / "checkpoint-10.pt";
+  fs::resize_file(newest, fs::file_size(newest) / 2);
+  run.resume_and_expect_whole();  // from step 8's, equal to the uninterrupted run
+  const std::string log = test_support::read_text(run.dir / "train.log");
+  EXPECT_NE(log.find("the checkpoint " + newest.string() + " is not usable"), std::string::npos) << log;
+  EXPECT_NE(log.find("truncated"), std::string::npos) << log;
+  EXPECT_NE(log.find("resuming " + run.dir.string() + " at step 8/12"), std::string::npos) << log;
+}
+
+TEST(Checkpoint, ResumeFallsBackFromABitFlippedNewestCheckpoint) {
+  StoppedRun run;
+  const fs::path newest = run.dir / "checkpoint-10.pt";
+  std::string bytes = file_bytes(newest);
+  bytes[bytes.size() / 2] ^= 0x10;  // one bit, mid-file (a tensor's data): the size is unchanged
+  std::ofstream(newest, std::ios::binary | std::ios::trunc) << bytes;
+  run.resume_and_expect_whole();
+  const std::string log = test_support::read_text(run.dir / "train.log");
+  EXPECT_NE(log.find("the checkpoint " + newest.string() + " is not usable (its CRC-32"), std::string::npos) << log;
+}
+
+TEST(Checkpoint, ResumeWithNoGoodCheckpointNamesEveryOneAndWritesNothing) {
+  StoppedRun run;
+  for (const char* name : {"checkpoint-8.pt", "checkpoint-10.pt"})
+    fs::resize_file(run.dir / name, 100);
+  const std::string before = file_bytes(run.dir / "run.h5");
+  try {
+    train_in(run.config, run.dir, true);
+    FAIL() << "resumed without a good checkpoint";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("no usable checkpoint in " + run.dir.string()), std::string::npos) << what;
+    for (const char* name : {"checkpoint-8.pt", "checkpoint-10.pt"})
+      EXPECT_NE(what.find((run.dir / name).string() + ": 100 bytes where"), std::string::npos) << what;
+  }
+  EXPECT_EQ(file_bytes(run.dir / "run.h5"), before);
 }

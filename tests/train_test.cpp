@@ -15,6 +15,7 @@
 #include "harness/config/schema.h"
 #include "harness/train/trainer.h"
 #include "harness/common/errors.h"
+#include "harness/train/checkpoint.h"
 #include "test_support.h"
 #include "results/run_file.h"
 
@@ -82,7 +83,10 @@ TEST(Train, LossFallsAndRunFileHasTheDocumentedLayout) {
   EXPECT_EQ(r.config.at("hash"), harness::config::config_hash(tiny_config(20).config));
   EXPECT_NE(r.config.at("yaml").find("si+p-rope"), std::string::npos);
   EXPECT_NE(r.config.at("canonical").find("attention.tau: 0.08"), std::string::npos);  // 32/400
-  EXPECT_TRUE(fs::exists(dir / "checkpoint.pt"));
+  const auto checkpoints = harness::train::RunCheckpoints(dir.string()).entries();
+  ASSERT_EQ(checkpoints.size(), 2u);  // run.keep_checkpoints: the newest 2
+  EXPECT_EQ(checkpoints.back().step, r.status_step);
+  for (const auto& c : checkpoints) EXPECT_TRUE(fs::exists(dir / c.file));
   EXPECT_TRUE(fs::exists(dir / "train.log"));
 }
 

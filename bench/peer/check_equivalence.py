@@ -94,8 +94,6 @@ def main():
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if r.returncode != 0:  # 0: stopped as asked, checkpoint written
         sys.exit(f"harness train --stop-after-steps failed with exit status {r.returncode}")
-    os.rename(os.path.join(run_dir, "checkpoint.pt"), os.path.join(work, "step10.pt"))
-    shutil.copy(os.path.join(work, "step10.pt"), os.path.join(run_dir, "checkpoint.pt"))
     subprocess.run(common + ["--resume"], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
 
@@ -107,8 +105,9 @@ def main():
                        check=True, stdout=f)
     c = peer.load_config(argparse.Namespace(config=resolved, set=None))
     L, B = c["train.context"], c["train.batch_size"]
-    ck10 = torch.jit.load(os.path.join(work, "step10.pt"))
-    ck12 = torch.jit.load(os.path.join(run_dir, "checkpoint.pt"))
+    # The run keeps its 2 newest checkpoints (run.keep_checkpoints): step 10's and the final one.
+    ck10 = torch.jit.load(os.path.join(run_dir, f"checkpoint-{stop}.pt"))
+    ck12 = torch.jit.load(os.path.join(run_dir, f"checkpoint-{steps}.pt"))
     p10 = dict(ck10.named_parameters())
     b10 = dict(ck10.named_buffers())
 

@@ -94,6 +94,7 @@ struct RunConfig {
     int64_t threads = 0;            // 0: all cores
     int64_t log_every = 10;
     int64_t checkpoint_every = 100; // 0: only at the end
+    int64_t keep_checkpoints = 2;   // the newest checkpoints kept (a resume falls back on them)
     std::string device = "cpu";     // cpu | cuda
     double dist_timeout = 60.0;     // seconds a data-parallel rank waits for the others
     bool tf32 = false;              // CUDA fp32 matmuls on TF32 tensor cores

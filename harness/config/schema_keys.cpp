@@ -460,6 +460,10 @@ std::vector<KeySpec> build_schema() {
                           [](auto& c) -> auto& { return c.run.checkpoint_every; }, 0,
                           int64_t(1) << 40, "steps between checkpoints; 0: only at the end",
                           false));
+  s.push_back(integer_key("run.keep_checkpoints",
+                          [](auto& c) -> auto& { return c.run.keep_checkpoints; }, 1, 1000,
+                          "newest checkpoints kept; --resume falls back on an older one when the "
+                          "newest is damaged", false));
   s.push_back(choice_key("run.device", [](auto& c) -> auto& { return c.run.device; },
                          [] { return std::vector<std::string>{"cpu", "cuda"}; },
                          "where to train (cuda needs a LibTorch built with CUDA)", false));

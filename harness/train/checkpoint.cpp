@@ -2,14 +2,13 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <stdexcept>
 
 namespace harness::train {
@@ -23,16 +22,19 @@ void fsync_file(const std::string& path) {
   }
 }
 
-// Writes `archive` to `tmp` (fsynced). A failed write (a full disk, a quota, an I/O error) is
+// Writes `archive` to `tmp` (fsynced) and returns what was written. A failed write (a full disk, a quota, an I/O error) is
 // remembered, not reported to LibTorch's stream writer, whose error path ends in std::terminate
 // (a second throw from its destructor: exit 134 and a frame dump); instead `tmp` is removed and
 // an error names `path` and the cause.
-void write_archive(torch::serialize::OutputArchive& archive, const std::string& tmp, const std::string& path) {
+FileDigest write_archive(torch::serialize::OutputArchive& archive, const std::string& tmp, const std::string& path) {
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
     throw std::runtime_error("cannot write the checkpoint " + path + ": " + std::strerror(errno));
   int error = 0;
+  FileDigest written_digest;
   archive.save_to([&](const void* data, size_t size) -> size_t {
+    written_digest.bytes += size;
+    written_digest.crc32 = crc32_update(written_digest.crc32, data, size);
     const char* p = static_cast<const char*>(data);
     for (size_t left = size; error == 0 && left > 0;) {
       const ssize_t written = ::write(fd, p, left);
@@ -52,6 +54,7 @@ void write_archive(torch::serialize::OutputArchive& archive, const std::string& 
     ::unlink(tmp.c_str());
     throw std::runtime_error("cannot write the checkpoint " + path + ": " + std::strerror(error));
   }
+  return written_digest;
 }
 
 torch::Tensor scalar(int64_t v) { return torch::tensor({v}, torch::kLong); }
@@ -62,8 +65,8 @@ int64_t read_scalar(torch::serialize::InputArchive& a, const std::string& key) {
 }
 }  // namespace
 
-void save_checkpoint(const std::string& path, models::GPT& model, const models::Optimizers& optim,
-                     const CheckpointState& state) {
+FileDigest save_checkpoint(const std::string& path, models::GPT& model, const models::Optimizers& optim,
+                           const CheckpointState& state) {
   torch::serialize::OutputArchive archive;
   model->save(archive);
   optim.save(archive);
@@ -74,11 +77,32 @@ void save_checkpoint(const std::string& path, models::GPT& model, const models::
   archive.write("run_config_hash", c10::IValue(state.config_hash));
   archive.write("run_rng_cpu", at::detail::getDefaultCPUGenerator().get_state());
   const std::string tmp = path + ".tmp";
-  write_archive(archive, tmp, path);
-  std::filesystem::rename(tmp, path);
+  const FileDigest written = write_archive(archive, tmp, path);
+  // Read back before it counts: what reaches the file system is what was written.
+  std::vector<char> back;
+  try {
+    back = read_file_bytes(tmp);
+  } catch (const std::exception& e) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot write the checkpoint " + path + ": reading it back: " + e.what());
+  }
+  const FileDigest read{back.size(), crc32_of(back)};
+  if (read.bytes != written.bytes || read.crc32 != written.crc32) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(fmt::format("cannot write the checkpoint {}: read back {} bytes with CRC-32 "
+                                         "{:08x}, wrote {} with {:08x}", path, read.bytes, read.crc32,
+                                         written.bytes, written.crc32));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot write the checkpoint " + path + ": " + ec.message());
+  }
   // The rename itself survives a power cut only once the directory is on disk too.
   const auto dir = std::filesystem::path(path).parent_path();
   fsync_file(dir.empty() ? std::string(".") : dir.string());
+  return written;
 }
 
 namespace {
@@ -125,10 +149,10 @@ CheckpointState load_checkpoint(const std::vector<char>& bytes, models::GPT& mod
   return read_checkpoint(archive, model, optim);
 }
 
-std::vector<char> read_file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+void save_checkpoint(const RunCheckpoints& checkpoints, models::GPT& model, const models::Optimizers& optim,
+                     const CheckpointState& state, int64_t keep) {
+  const FileDigest digest = save_checkpoint(checkpoints.path_of(state.step), model, optim, state);
+  checkpoints.add(state.step, digest, keep);
 }
 
 }  // namespace harness::train

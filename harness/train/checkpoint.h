@@ -1,5 +1,6 @@
 // A run's checkpoint: everything needed to continue bit-for-bit (model, optimiser state, step,
-// data cursor, RNG state), written atomically (temporary file, fsync, rename).
+// data cursor, RNG state), written to a temporary file, fsynced, read back and checked, then
+// renamed into place. Which checkpoints a run keeps: checkpoint_list.h.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "harness/data/windows.h"
+#include "harness/train/checkpoint_list.h"
 #include "models/gpt.h"
 #include "models/optimizers.h"
 
@@ -19,8 +21,11 @@ struct CheckpointState {
   std::string config_hash;                // the run id of the config that wrote it
 };
 
-void save_checkpoint(const std::string& path, models::GPT& model, const models::Optimizers& optim,
-                     const CheckpointState& state);
+// Writes one checkpoint file at `path` (atomically) and reads it back: returns its size and CRC-32.
+// A failed write (a full disk, a quota, an I/O error) throws std::runtime_error naming `path` and
+// the cause, with no temporary file left.
+FileDigest save_checkpoint(const std::string& path, models::GPT& model, const models::Optimizers& optim,
+                           const CheckpointState& state);
 // Loads into `model` and `optim` (built from the same config) and returns the rest.
 CheckpointState load_checkpoint(const std::string& path, models::GPT& model,
                                 models::Optimizers& optim);
@@ -28,6 +33,10 @@ CheckpointState load_checkpoint(const std::string& path, models::GPT& model,
 // broadcasts them, so every rank loads identical state without a shared file system.
 CheckpointState load_checkpoint(const std::vector<char>& bytes, models::GPT& model,
                                 models::Optimizers& optim);
-std::vector<char> read_file_bytes(const std::string& path);
+// Writes and verifies `state.step`'s checkpoint in `checkpoints`' directory, lists it, then
+// removes every checkpoint but the newest `keep` (and any file a crash left unlisted). Throws
+// std::runtime_error naming the file and the cause; the list and the checkpoints before stay.
+void save_checkpoint(const RunCheckpoints& checkpoints, models::GPT& model, const models::Optimizers& optim,
+                     const CheckpointState& state, int64_t keep);
 
 }  // namespace harness::train

@@ -29,7 +29,7 @@ struct FinishedRun {
 // written.
 FinishedRun open_finished_run(const std::string& run_dir, torch::Device device = torch::kCPU);
 
-// Loads only the model weights of a checkpoint (save_checkpoint) into `model`.
-void load_model_weights(const std::string& checkpoint, models::GPT& model);
+// Loads only the model weights of a checkpoint's bytes (save_checkpoint) into `model`.
+void load_model_weights(const std::vector<char>& checkpoint, models::GPT& model);
 
 }  // namespace harness::train

@@ -10,7 +10,9 @@
 #include <thread>
 
 #include "harness/common/build_info.h"
+#include "harness/common/atomic_file.h"
 #include "harness/common/errors.h"
+#include "harness/train/checkpoint.h"
 
 namespace fs = std::filesystem;
 
@@ -18,7 +20,7 @@ namespace harness::train {
 
 void refuse_existing_run(const results::RunPaths& paths, const TrainOptions& options) {
   const bool has_results = fs::exists(paths.results);
-  if (!(has_results || fs::exists(paths.checkpoint)) || options.resume || options.overwrite) return;
+  if (!(has_results || !RunCheckpoints(paths.dir).empty()) || options.resume || options.overwrite) return;
   const std::string state =
       has_results ? results::to_string(results::read_run_file(paths.results).state) : "unknown";
   throw InputError(fmt::format("{} already holds a run (state: {}); pass --resume to continue it, "
@@ -57,10 +59,9 @@ int64_t use_run_threads(const config::RunConfig& config, int ranks_on_this_node)
 }
 
 void write_resolved_config(const results::RunPaths& paths, const config::RunConfig& config) {
-  const std::string tmp = paths.config + ".tmp";
-  std::ofstream(tmp) << fmt::format("# resolved config of run {} (id {})\n{}", config.name,
-                                    config::config_hash(config), config::canonical_text(config, false));
-  fs::rename(tmp, paths.config);
+  write_file_atomically(paths.config, fmt::format("# resolved config of run {} (id {})\n{}", config.name,
+                                                  config::config_hash(config),
+                                                  config::canonical_text(config, false)));
 }
 
 results::RunRecord fresh_record(const config::LoadedConfig& loaded, int64_t threads,

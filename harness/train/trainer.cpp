@@ -175,11 +175,18 @@ class TrainingSession {
     }
     const auto& log = run_log_.all;
     if (resuming_) {
-      const CheckpointState state =
-          group_ ? load_checkpoint(group_->broadcast_bytes(
-                                       lead() ? read_file_bytes(paths_.checkpoint) : std::vector<char>{}, 0),
-                                   model, *setup_->optim)
-                 : load_checkpoint(paths_.checkpoint, model, *setup_->optim);
+      // Rank 0 chose the newest good checkpoint (prepare_run_directory); the others get its bytes.
+      std::vector<char> bytes = lead() ? std::move(resume_from_->bytes) : std::vector<char>{};
+      if (group_) bytes = group_->broadcast_bytes(bytes, 0);
+      const std::string from = lead() ? resume_from_->path : "rank 0's checkpoint";
+      for (const auto& warning : resume_warnings_) run_log_.file->warn("{}", warning);
+      CheckpointState state;
+      try {
+        state = load_checkpoint(bytes, model, *setup_->optim);
+      } catch (const c10::Error& e) {
+        run_log_.file->error("{}", e.what());
+        throw std::runtime_error(fmt::format("cannot read the checkpoint {}: {}", from, e.what_without_backtrace()));
+      }
       step_ = state.step;
       tokens_ = state.tokens;
       stream_->seek(state.cursor);
@@ -188,7 +195,7 @@ class TrainingSession {
       resumed_seconds_ = train_seconds_;
       record_.state = results::RunState::kRunning;
       record_.reason.clear();
-      log->info("resuming {} at step {}/{}", paths_.dir, step_, c_.train.steps);
+      log->info("resuming {} at step {}/{} from {}", paths_.dir, step_, c_.train.steps, from);
     } else if (lead()) {
       record_ = fresh_record(loaded_, threads_, setup_->device);
       log->info("run {} (id {}): {}", c_.name, hash_, setup_->dataset.describe());
@@ -265,14 +272,14 @@ class TrainingSession {
         if (eval_now) run_eval(progress);
         if (save_now) save(results::RunState::kRunning, "");
       }
-    } catch (...) {
+      progress.finish();
+      note_peak_memory();
+      save(results::RunState::kDone, "");
+    } catch (...) {  // the last save's failure too: a run is done only once it is all written
       progress.finish();
       record_failure(std::current_exception());
       throw;
     }
-    progress.finish();
-    note_peak_memory();
-    save(results::RunState::kDone, "");
     log->info("done: {} steps, {} tokens, {:.1f} s training ({:.0f} tokens/s); results in {}", step_,
               tokens_, train_seconds_, double(tokens_) / std::max(train_seconds_, 1e-9), paths_.results);
     if (group_)
@@ -402,12 +409,20 @@ class TrainingSession {
     record_.status_step = step_;
     try {
       std::rethrow_exception(error);
+    } catch (const c10::Error& e) {  // LibTorch's own: its C++ trace goes to the log file only
+      record_.reason = e.what_without_backtrace();
+      run_log_.file->error("{}", e.what());
     } catch (const std::exception& e) {
       record_.reason = e.what();
     } catch (...) {
       record_.reason = "unknown error";
     }
-    if (lead()) results::publish(record_, paths_.results);
+    if (!lead()) return;
+    try {
+      results::publish(record_, paths_.results);
+    } catch (const std::exception& e) {  // the disk that failed the run may fail this too
+      run_log_.all->error("the failure is not recorded in {}: {}", paths_.results, e.what());
+    }
   }
 
   bool lead() const { return world_.rank == 0; }
@@ -415,7 +430,7 @@ class TrainingSession {
   // Rank 0, before anything is written: refuse to clobber, read the record of a run to resume.
   std::optional<TrainOutcome> prepare_run_directory() {
     refuse_existing_run(paths_, options_);
-    resuming_ = options_.resume && fs::exists(paths_.checkpoint) && fs::exists(paths_.results);
+    resuming_ = options_.resume && fs::exists(paths_.results) && !checkpoints_.empty();
     if (resuming_) {
       record_ = results::read_run_file(paths_.results);
       require_same_run(record_, c_, paths_.dir);
@@ -428,6 +443,10 @@ class TrainingSession {
           if (!rows.loss.empty()) done.eval_loss[T] = rows.loss.back();
         return done;
       }
+      resume_from_ = checkpoints_.read_newest_good([&](const std::string& warning) {
+        spdlog::warn("{}", warning);
+        resume_warnings_.push_back(warning);
+      });
     }
     return std::nullopt;
   }
@@ -458,7 +477,7 @@ class TrainingSession {
   void open_run_directory() {
     if (options_.overwrite && !resuming_) {
       fs::remove(paths_.results);
-      fs::remove(paths_.checkpoint);
+      checkpoints_.remove_all();
       fs::remove(paths_.log);
     }
     fs::create_directories(paths_.dir);
@@ -519,8 +538,8 @@ class TrainingSession {
     if (const char* delay = std::getenv("HARNESS_TEST_SAVE_DELAY_MS"))  // tests: a slow disk
       std::this_thread::sleep_for(std::chrono::milliseconds(std::atoll(delay)));
     if (state != results::RunState::kFailed)
-      save_checkpoint(paths_.checkpoint, setup_->model, *setup_->optim,
-                      {step_, tokens_, stream_->cursor(), hash_});
+      save_checkpoint(checkpoints_, setup_->model, *setup_->optim, {step_, tokens_, stream_->cursor(), hash_},
+                      c_.run.keep_checkpoints);
     if (group_) group_->wait_for_rank0(key, allowance);
   }
 
@@ -572,6 +591,7 @@ class TrainingSession {
   const TrainOptions& options_;
   const distributed::World world_;
   const results::RunPaths paths_;
+  const RunCheckpoints checkpoints_{paths_.dir};
   const std::string hash_;
   std::unique_ptr<distributed::ProcessGroup> group_;  // W > 1 only
   std::unique_ptr<distributed::GradientReducer> reducer_;  // W > 1 only (after group_: hooks go first)
@@ -587,6 +607,8 @@ class TrainingSession {
   double resumed_seconds_ = 0.0;               // training seconds before this session
   results::RunRecord record_;
   bool resuming_ = false;
+  std::optional<RunCheckpoints::Read> resume_from_;  // rank 0, resuming: the newest good checkpoint
+  std::vector<std::string> resume_warnings_;          // the damaged ones skipped to find it
   int64_t threads_ = 1;
   std::unique_ptr<Setup> setup_;
   std::optional<c10::DeviceGuard> device_guard_;  // CUDA: the run's device is the current one

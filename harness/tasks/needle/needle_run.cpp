@@ -156,7 +156,7 @@ std::string pretrained_run_dir(const config::LoadedConfig& loaded) {
     fail_key(loaded, "init_from", fmt::format("'{}' is not a directory (expected a run directory, "
                                               "or a directory of runs such as runs/needle-base)",
                                               c.init_from));
-  if (fs::exists(from / "run.h5") || fs::exists(from / "checkpoint.pt")) return from.string();
+  if (fs::exists(from / "run.h5") || !train::RunCheckpoints(from.string()).empty()) return from.string();
   const std::string id = config::config_hash(pretraining_config(c));
   const fs::path run = from / id;
   if (!fs::is_directory(run))
@@ -199,7 +199,8 @@ class NeedleSession {
     base_->model->eval();
     for (const int64_t T : c_.needle_contexts())
       if (!evaluate(T)) return outcome_;
-    train::save_checkpoint(paths_.checkpoint, base_->model, *optim_, {c_.needle.steps, tokens_, {}, hash_});
+    train::save_checkpoint(train::RunCheckpoints(paths_.dir), base_->model, *optim_,
+                           {c_.needle.steps, tokens_, {}, hash_}, 1);
     finish(results::RunState::kDone, "", c_.needle.steps);
     run_log_.all->info("done: {} fine-tuning steps ({:.1f} s); results in {}", c_.needle.steps, seconds_,
                        paths_.results);
@@ -262,7 +263,7 @@ class NeedleSession {
   // From here on the run directory is ours; an unfinished run starts again.
   void open_run_directory() {
     fs::remove(paths_.results);
-    fs::remove(paths_.checkpoint);
+    train::RunCheckpoints(paths_.dir).remove_all();
     if (options_.overwrite) fs::remove(paths_.log);
     fs::create_directories(paths_.dir);
     run_log_ = make_run_log(paths_.log);
