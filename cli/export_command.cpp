@@ -8,6 +8,7 @@
 #include "analysis/run_set.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "harness/common/atomic_file.h"
 #include "harness/common/errors.h"
 #include "sweeps/plan.h"
 
@@ -61,7 +62,7 @@ int table(const Args& args) {
     for (const auto& line : t.missing) fmt::print(stderr, "missing: {}\n", line);
   for (const auto& w : t.warnings) fmt::print(stderr, "warning: {}\n", w);
   if (!out.empty()) {
-    sweeps::write_file_atomically(out, text);
+    harness::write_file_atomically(out, text);
     fmt::print(stderr, "table: {}\n", out);
   }
   return kExitOk;
@@ -82,14 +83,18 @@ int curves(const Args& args) {
   po::variables_map vm;
   if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
   const auto result = analysis::export_curves(input, o);
+  std::vector<std::string> failed;
   for (const auto& f : result.figures) {
     if (!f.render.images.empty())
       fmt::print("{}: {}\n", f.name, fmt::join(f.render.images, ", "));
     else
       fmt::print("{}: {} (not rendered: {})\n", f.name, fmt::join(f.csv, ", "), f.render.notice);
+    if (f.render.failed) failed.push_back(f.render.notice);
   }
   for (const auto& table : result.tables) fmt::print("\n{}", table);
   for (const auto& note : result.notes) fmt::print(stderr, "note: {}\n", note);
+  if (!failed.empty())
+    throw std::runtime_error(fmt::format("{} figure(s) not drawn: {}", failed.size(), fmt::join(failed, "; ")));
   return kExitOk;
 }
 

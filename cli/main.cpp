@@ -1,4 +1,5 @@
 // harness: one executable, one subcommand per capability (`harness --help`).
+#include <c10/util/Exception.h>
 #include <fmt/core.h>
 
 #include <cstring>
@@ -49,6 +50,9 @@ int main(int argc, char** argv) {
     } catch (const harness::PortInUse& e) {
       fmt::print(stderr, "error: {}\n", e.what());
       return harness::kExitPortInUse;
+    } catch (const c10::Error& e) {  // LibTorch's: its message, not its C++ frames (a run's log keeps those)
+      fmt::print(stderr, "error: {}\n", e.what_without_backtrace());
+      return harness::kExitFailure;
     } catch (const std::exception& e) {
       fmt::print(stderr, "error: {}\n", e.what());
       return harness::kExitFailure;

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "results/run_paths.h"
+#include "harness/common/atomic_file.h"
 #include "harness/common/errors.h"
 #include "harness/distributed/world.h"
 #include "sweeps/plan.h"
@@ -136,7 +137,7 @@ int table(const Args& args) {
     const auto t = analysis::build_table(analysis::load_run_set(file), {});
     fmt::print("{}", analysis::format_table(t, "md"));
     if (!csv_path.empty()) {
-      sweeps::write_file_atomically(csv_path, analysis::format_table(t, "csv"));
+      harness::write_file_atomically(csv_path, analysis::format_table(t, "csv"));
       fmt::print("CSV: {}\n", csv_path);
     }
     return kExitOk;
@@ -157,7 +158,7 @@ int table(const Args& args) {
   fmt::print("# sweep {}: final validation loss by run and context ({}/)\n{}", sweep.name,
              sweep.sweep_dir, analysis::format_text(loss_table));
   if (!csv_path.empty()) {
-    sweeps::write_file_atomically(csv_path, analysis::format_csv(loss_table));
+    harness::write_file_atomically(csv_path, analysis::format_csv(loss_table));
     fmt::print("CSV: {}\n", csv_path);
   }
   return kExitOk;

@@ -11,6 +11,7 @@
 #include "analysis/tau_verdict.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "harness/common/atomic_file.h"
 #include "harness/common/errors.h"
 #include "sweeps/plan.h"
 #include "sweeps/runner.h"
@@ -77,7 +78,7 @@ int check(const Args& args) {
   const auto loaded = load_config_with_overrides(config_path, overrides);
   const auto plan = sweeps::tau_check_sweep(loaded, spec);
   std::filesystem::create_directories(std::filesystem::path(plan.path).parent_path());
-  sweeps::write_file_atomically(plan.path, plan.text);
+  harness::write_file_atomically(plan.path, plan.text);
   const auto sweep = sweeps::load_sweep(plan.path);  // validates every run before anything starts
   fmt::print("tau check: τ = {} × {{{}}}: {} runs, sweep {}\n", plan.tau, factors, sweep.runs.size(), plan.path);
 
@@ -105,8 +106,8 @@ int check(const Args& args) {
     verdict = analysis::format_verdicts(analysis::tau_verdicts(table, plan.own_tau_text, k_max),
                                         loaded.config.train.context, k_max);
   const auto dir = std::filesystem::path(plan.path).parent_path();
-  sweeps::write_file_atomically((dir / "table.md").string(), table_text);
-  sweeps::write_file_atomically((dir / "verdict.txt").string(), verdict);
+  harness::write_file_atomically((dir / "table.md").string(), table_text);
+  harness::write_file_atomically((dir / "verdict.txt").string(), verdict);
   fmt::print("\n{}\n{}", table_text, verdict);
   analysis::CurvesOptions curves;
   curves.out_dir = (dir / "figures").string();

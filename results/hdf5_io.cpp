@@ -4,17 +4,53 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
 namespace results::h5 {
 
+namespace {
+// The operating system's word for why HDF5's last call failed ("No space left on device"), as
+// its file driver records it in the error stack ("... errno = 28, error message = '...'"); ""
+// when the failure was not the system's.
+std::string system_cause() {
+  std::string cause;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD,
+           [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+             auto& out = *static_cast<std::string*>(data);
+             const std::string desc = e && e->desc ? e->desc : "";
+             const std::string key = "error message = '";
+             const size_t at = desc.find(key);
+             if (out.empty() && at != std::string::npos) {
+               const size_t from = at + key.size(), to = desc.find('\'', from);
+               out = desc.substr(from, to == std::string::npos ? std::string::npos : to - from);
+             }
+             return 0;
+           },
+           &cause);
+  return cause;
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  const std::string cause = system_cause();
+  throw std::runtime_error("HDF5: cannot " + what + (cause.empty() ? "" : ": " + cause));
+}
+}  // namespace
+
 Handle::Handle(hid_t id, herr_t (*close)(hid_t), const std::string& what) : id_(id), close_(close) {
-  if (id_ < 0) throw std::runtime_error("HDF5: cannot " + what);
+  if (id_ < 0) fail(what);
+}
+
+herr_t Handle::close() {
+  const herr_t status = id_ >= 0 ? close_(id_) : 0;
+  id_ = -1;
+  return status;
 }
 
 void check(herr_t status, const std::string& what) {
-  if (status < 0) throw std::runtime_error("HDF5: cannot " + what);
+  if (status < 0) fail(what);
 }
 
 void quiet() {
@@ -31,12 +67,13 @@ Handle utf8_string_type() {
   return t;
 }
 
-void fsync_path(const std::string& path) {
+// Returns 0, or the errno of a failed fsync (a file whose data could not reach the disk).
+int fsync_path(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
+  if (fd < 0) return 0;
+  const int error = ::fsync(fd) != 0 ? errno : 0;
+  ::close(fd);
+  return error;
 }
 
 }  // namespace
@@ -253,18 +290,21 @@ void publish_file(const std::string& path, const std::function<void(hid_t file)>
   const std::string tmp = path + ".tmp";
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
+  // Any failure (a full disk, a quota, an I/O error: HDF5's, ours or the system's) leaves `path`
+  // as it was and no temporary file, and names `path` and the cause.
   try {
     Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
                 "create " + tmp);
     fill(file);
     check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush " + tmp);
-  } catch (...) {
+    check(file.close(), "close " + tmp);  // the last metadata reaches the file here
+    if (const int error = fsync_path(tmp)) throw std::runtime_error(std::strerror(error));
+    std::filesystem::rename(tmp, path);
+  } catch (const std::exception& e) {
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
-    throw;
+    throw std::runtime_error("cannot write " + path + ": " + e.what());
   }
-  fsync_path(tmp);
-  std::filesystem::rename(tmp, path);
   fsync_path(parent.empty() ? "." : parent.string());
 }
 

@@ -26,6 +26,7 @@ class Handle {
     if (id_ >= 0) close_(id_);
   }
   operator hid_t() const { return id_; }
+  herr_t close();  // closes it now (a file's last writes happen here): its status, checked
 
  private:
   hid_t id_;

@@ -1,16 +1,13 @@
 #include "sweeps/plan.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <stdexcept>
+
+#include "harness/common/atomic_file.h"
 
 namespace fs = std::filesystem;
 
@@ -146,39 +143,13 @@ std::string format_status(const Sweep& sweep, const std::vector<RunStatus>& stat
   return out + counts(statuses);
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  // A per-process temporary name: concurrent `sweep run`s may write the same record.
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-  size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + written, text.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(err)));
-    }
-    written += size_t(n);
-  }
-  ::fsync(fd);
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(err)));
-  }
-}
-
 void write_sweep_record(const Sweep& sweep) {
   fs::create_directories(sweep.sweep_dir);
   const fs::path dir(sweep.sweep_dir);
-  write_file_atomically((dir / "sweep.yaml").string(),
+  harness::write_file_atomically((dir / "sweep.yaml").string(),
                         fmt::format("# sweep file {} as last run or submitted\n{}", sweep.path, sweep.text));
   if (!sweep.base_path.empty())
-    write_file_atomically((dir / "base.yaml").string(),
+    harness::write_file_atomically((dir / "base.yaml").string(),
                           fmt::format("# base config {}\n{}", sweep.base_path, sweep.base_text));
   std::string tsv = "index\trun_id";
   for (const auto& key : sweep.varying_keys) tsv += "\t" + key;
@@ -188,7 +159,7 @@ void write_sweep_record(const Sweep& sweep) {
     for (const auto& key : sweep.varying_keys) tsv += "\t" + sweep.value_text(i, key);
     tsv += "\n";
   }
-  write_file_atomically((dir / "runs.tsv").string(), tsv);
+  harness::write_file_atomically((dir / "runs.tsv").string(), tsv);
 }
 
 }  // namespace harness::sweeps

@@ -23,7 +23,4 @@ std::string varying_settings(const Sweep& sweep, size_t i);
 // runs.tsv (index, run id, varying keys), each atomically. Creates the sweep directory.
 void write_sweep_record(const Sweep& sweep);
 
-// Replaces `path` with `text` via a temporary file in the same directory and rename(2).
-void write_file_atomically(const std::string& path, const std::string& text);
-
 }  // namespace harness::sweeps

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "harness/common/atomic_file.h"
 #include "sweeps/plan.h"
 #include "sweeps/run_status.h"
 
@@ -133,7 +134,7 @@ SlurmSubmission submit_slurm(const Sweep& sweep, const SlurmOptions& options) {
   fs::create_directories(slurm_dir);
   const std::time_t now = std::time(nullptr);
   out.script_path = (slurm_dir / fmt::format("{}-{:%Y%m%d-%H%M%S}.sbatch", sweep.name, fmt::localtime(now))).string();
-  write_file_atomically(out.script_path, out.script);
+  harness::write_file_atomically(out.script_path, out.script);
   fs::permissions(out.script_path, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
   if (options.dry_run) return out;
 

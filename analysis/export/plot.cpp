@@ -11,9 +11,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "analysis/export/csv_field.h"
+#include "harness/common/atomic_file.h"
 
 namespace fs = std::filesystem;
 
@@ -26,17 +28,17 @@ std::string gnuplot_program() {
   return env && *env ? env : "gnuplot";
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  const fs::path p(path);
-  if (p.has_parent_path()) fs::create_directories(p.parent_path());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-    out << text;
-    if (!out.flush()) throw std::runtime_error("cannot write " + tmp);
+// Whether an SVG ends its root element, or a PNG ends with its IEND chunk: what a cut-off
+// write loses first.
+bool image_is_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".png") == 0) {
+    static const std::string iend("IEND\xAE\x42\x60\x82", 8);
+    return bytes.size() >= 8 && bytes.compare(bytes.size() - 8, 8, iend) == 0;
   }
-  fs::rename(tmp, path);
+  const size_t end = bytes.find_last_not_of(" \t\r\n");
+  return end != std::string::npos && end + 1 >= 6 && bytes.compare(end + 1 - 6, 6, "</svg>") == 0;
 }
 
 // Runs `program script` in `dir`, stdout and stderr to <script>.log; returns the exit status.
@@ -72,7 +74,7 @@ void write_csv(const std::string& path, const Csv& csv) {
     for (const double v : csv.rows[r]) fields.push_back(std::isfinite(v) ? fmt::format("{:.9g}", v) : "");
     text += fmt::format("{}\n", fmt::join(fields, ","));
   }
-  write_file_atomically(path, text);
+  harness::write_file_atomically(path, text);
 }
 
 std::string gnuplot_quote(const std::string& text) {
@@ -124,7 +126,7 @@ RenderResult render_gnuplot(const std::string& dir, const std::string& stem,
       "unset output\n"
       "}}\n",
       stem, gnuplot_quote(svg), body, gnuplot_quote(png));
-  write_file_atomically(r.script, script);
+  harness::write_file_atomically(r.script, script);
   if (!gnuplot_available()) {
     r.notice = fmt::format("gnuplot not found ({}): wrote the CSV and {}; install gnuplot-nox to "
                            "render it", gnuplot_program(), r.script);
@@ -137,11 +139,23 @@ RenderResult render_gnuplot(const std::string& dir, const std::string& stem,
     std::ifstream in(log_path);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     r.notice = fmt::format("gnuplot failed on {} (exit {}): {}", r.script, status, text);
+    r.failed = true;
     return r;
   }
   std::error_code ec;
   if (fs::file_size(log_path, ec) == 0) fs::remove(log_path, ec);
-  for (const auto& f : {svg, png}) r.images.push_back((fs::path(dir) / f).string());
+  // gnuplot does not check its writes: a full disk leaves a cut-off image and exit status 0.
+  for (const auto& f : {svg, png}) {
+    const std::string image = (fs::path(dir) / f).string();
+    if (!image_is_whole(image)) {
+      r.notice = fmt::format("gnuplot left {} incomplete ({} bytes; a full disk?)", image, fs::file_size(image, ec));
+      r.failed = true;
+      r.images.clear();
+      for (const auto& g : {svg, png}) fs::remove(fs::path(dir) / g, ec);
+      return r;
+    }
+    r.images.push_back(image);
+  }
   return r;
 }
 

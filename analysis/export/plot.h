@@ -27,6 +27,7 @@ struct RenderResult {
   std::string script;        // <dir>/<stem>.gp
   std::vector<std::string> images;  // <dir>/<stem>.svg, <dir>/<stem>.png when rendered
   std::string notice;        // why nothing was rendered ("" when rendered)
+  bool failed = false;       // gnuplot ran and failed, or left an image incomplete (a full disk)
 };
 
 // Writes <dir>/<stem>.gp: terminal settings for SVG and PNG around `body` (gnuplot commands that

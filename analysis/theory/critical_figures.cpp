@@ -13,6 +13,7 @@
 
 #include "analysis/theory/critical_scaling_file.h"
 #include "analysis/export/plot.h"
+#include "harness/common/atomic_file.h"
 
 namespace fs = std::filesystem;
 
@@ -359,15 +360,8 @@ CriticalFigures export_critical_scaling_figures(const std::string& h5_path, cons
   trained_figure(figures, file.trained, out_dir);
   figures.gamma_c_table = format_gamma_c_table(file.result);
   const std::string table_path = (fs::path(out_dir) / "critical_gamma_c.md").string();
-  {
-    const std::string tmp = table_path + ".tmp";
-    std::ofstream out(tmp);
-    out << "# Critical γ: measured γ̂_c against 1/(1−ρ) and 1/(1−c_in)\n\nfrom " << h5_path
-        << "\n\n" << figures.gamma_c_table;
-    if (!out.flush()) throw std::runtime_error("cannot write " + tmp);
-    out.close();
-    fs::rename(tmp, table_path);
-  }
+  harness::write_file_atomically(table_path, "# Critical γ: measured γ̂_c against 1/(1−ρ) and 1/(1−c_in)\n\nfrom " +
+                                                 h5_path + "\n\n" + figures.gamma_c_table);
   figures.files.push_back(table_path);
   return figures;
 }

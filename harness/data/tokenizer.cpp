@@ -13,6 +13,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "harness/common/atomic_file.h"
 #include "harness/data/sentencepiece_library.h"
 #include "harness/common/errors.h"
 
@@ -109,19 +110,7 @@ std::string read_binary(const fs::path& path) {
 }
 
 void write_atomically(const fs::path& path, const std::string& bytes) {
-  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) throw InputError("cannot write tokenizer cache file " + tmp.string());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw InputError("cannot write tokenizer cache file " + path.string() + ": rename failed");
-  }
+  write_file_atomically(path.string(), bytes);  // "cannot write <path>: <cause>"
 }
 
 std::string train_model(const std::vector<Document>& train_docs, int64_t vocab_size) {
