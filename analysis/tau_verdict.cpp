@@ -1,114 +1,196 @@
 #include "analysis/tau_verdict.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
-#include <optional>
+#include <map>
 
 #include "harness/common/errors.h"
-#include "harness/common/mean_se.h"
 
 namespace analysis {
 
-namespace {
-
-// A cell's uncertainty: over seeds when there are two or more, else over validation windows.
-double uncertainty(const Cell& c, std::string* source = nullptr) {
-  const bool seeds = c.n > 1 && !std::isnan(c.se);
-  if (source) *source = seeds ? "seeds" : "windows";
-  return seeds ? c.se : c.window_se;
+double TauArm::mean() const {
+  double sum = 0;
+  for (const auto& run : runs) {
+    double m = 0;
+    for (const double x : run.loss) m += x / double(run.loss.size());
+    sum += m / double(runs.size());
+  }
+  return sum;
 }
 
-// One seed each, scored on the same windows (equal fingerprints): the standard error of the mean
-// per-window difference.
-std::optional<double> paired_window_se(const Cell& a, const Cell& b) {
-  const auto &wa = a.windows, &wb = b.windows;
-  if (a.n != 1 || b.n != 1 || wa.fingerprint.empty() || wa.fingerprint != wb.fingerprint ||
-      wa.loss.size() < 2 || wa.loss.size() != wb.loss.size())
-    return std::nullopt;
-  std::vector<double> d(wa.loss.size());
-  for (size_t i = 0; i < d.size(); ++i) d[i] = wa.loss[i] - wb.loss[i];
-  const double se = harness::mean_se(d).se;
-  if (!(se > 0)) return std::nullopt;  // identical differences: no spread to measure
-  return se;
+const char* to_string(TauClass c) {
+  switch (c) {
+    case TauClass::kNearOptimal: return "near-optimal";
+    case TauClass::kBetterExists: return "a better τ exists";
+    case TauClass::kWorse: return "worse";
+    case TauClass::kInconclusive: return "inconclusive";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string interval(const PairedGap& g) { return fmt::format("{:+.4f} [{:+.4f}, {:+.4f}]", g.gap, g.lo, g.hi); }
+
+// Where the best τ ends the grid: which end, and the factors (of the config's τ) beyond it.
+void mark_edge(TauVerdict& v, const ContextRuns& grid, size_t best, double own_value) {
+  if (grid.arms.size() < 3 || (best != 0 && best + 1 != grid.arms.size())) return;
+  const bool largest = best + 1 == grid.arms.size();
+  v.edge = largest ? "largest" : "smallest";
+  const double factor = grid.arms[best].value / own_value;
+  for (const double step : {3.0, 10.0})
+    v.factors_to_add.push_back(fmt::format("{:.3g}", largest ? factor * step : factor / step));
+}
+
+TauVerdict verdict_at(const ContextRuns& grid, size_t own, const TauVerdictOptions& o) {
+  TauVerdict v;
+  v.context = grid.context;
+  v.tau = grid.arms[own].tau;
+  v.loss = grid.arms[own].mean();
+  size_t best = 0;
+  for (size_t a = 0; a < grid.arms.size(); ++a)
+    if (grid.arms[a].mean() < grid.arms[best].mean()) best = a;
+  v.best_tau = grid.arms[best].tau;
+  v.best_loss = grid.arms[best].mean();
+  v.seeds = int(grid.arms[own].runs.size());
+  mark_edge(v, grid, best, grid.arms[own].value);
+  for (const auto& arm : grid.arms)
+    if (arm.runs.size() != grid.arms[own].runs.size() || arm.runs.size() < 2) {
+      v.why = fmt::format("every τ needs the same number of seeds, two or more (τ = {} has {}): one seed "
+                          "cannot measure how much seeds vary, which is more than windows do",
+                          arm.tau, arm.runs.size());
+      return v;
+    }
+  const size_t m = grid.arms.size() - 1;
+  v.level_each = 1.0 - (1.0 - o.level) / double(m);
+  for (size_t a = 0; a < grid.arms.size(); ++a) {
+    if (a == own) continue;
+    v.comparisons.push_back({grid.arms[a].tau, seed_paired_gap(grid.arms[own].runs, grid.arms[a].runs,
+                                                              grid.document, v.level_each)});
+    v.documents = v.comparisons.back().gap.documents;
+  }
+  for (size_t a = 0; a < grid.arms.size(); ++a)
+    if (a == best || !seed_paired_gap(grid.arms[a].runs, grid.arms[best].runs, grid.document, v.level_each)
+                          .excludes_zero())
+      v.near_best.push_back(grid.arms[a].tau);
+
+  const TauComparison* worst = nullptr;  // the comparison the verdict rests on
+  auto pick = [&](auto predicate) {
+    for (const auto& c : v.comparisons)
+      if (predicate(c.gap) && (!worst || c.gap.gap > worst->gap.gap)) worst = &c;
+    return worst != nullptr;
+  };
+  if (pick([&](const PairedGap& g) { return g.lo > o.margin; })) {
+    v.verdict = TauClass::kWorse;
+    v.why = fmt::format("τ = {} is better by more than the margin {:g}: gap {}", worst->tau, o.margin, interval(worst->gap));
+  } else if (pick([&](const PairedGap& g) { return g.hi > o.margin; })) {
+    v.verdict = TauClass::kInconclusive;
+    v.why = fmt::format("the interval against τ = {} reaches beyond the margin {:g}: gap {} (more seeds narrow it)",
+                        worst->tau, o.margin, interval(worst->gap));
+  } else if (pick([](const PairedGap& g) { return g.lo > 0; })) {
+    v.verdict = TauClass::kBetterExists;
+    v.why = fmt::format("τ = {} is better, by less than the margin {:g}: gap {}", worst->tau, o.margin, interval(worst->gap));
+  } else {
+    v.verdict = TauClass::kNearOptimal;
+    pick([](const PairedGap&) { return true; });
+    v.why = fmt::format("no τ is better by more than {:g}; the largest possible gap, against τ = {}: {}", o.margin,
+                        worst->tau, interval(worst->gap));
+  }
+  return v;
 }
 
 }  // namespace
 
-std::vector<TauVerdict> tau_verdicts(const Table& t, const std::string& tau_text, double k_max) {
-  if (t.row_keys != std::vector<std::string>{"attention.tau"} || t.col_keys != std::vector<std::string>{"context"})
-    throw harness::InputError("tau verdict: the table must have attention.tau along rows and context along columns");
-  size_t own = t.rows.size();
-  for (size_t r = 0; r < t.rows.size(); ++r)
-    if (t.rows[r][0] == tau_text) own = r;
-  if (own == t.rows.size())
-    throw harness::InputError(fmt::format("tau verdict: no finished run has τ = {}", tau_text));
+std::vector<TauVerdict> tau_verdicts(const std::vector<ContextRuns>& grid, const std::string& tau_text,
+                                     const TauVerdictOptions& o) {
   std::vector<TauVerdict> out;
-  for (size_t c = 0; c < t.cols.size(); ++c) {
-    if (!t.cells[own][c]) continue;
-    size_t best = own, filled = 0;
-    for (size_t r = 0; r < t.rows.size(); ++r) {
-      if (!t.cells[r][c]) continue;
-      ++filled;
-      if (t.cells[r][c]->mean < t.cells[best][c]->mean) best = r;
-    }
-    if (filled < 2) continue;
-    TauVerdict v;
-    v.context = std::stoll(t.cols[c][0]);
-    v.tau = tau_text;
-    v.best_tau = t.rows[best][0];
-    v.loss = t.cells[own][c]->mean;
-    v.loss_u = uncertainty(*t.cells[own][c], &v.uncertainty);
-    v.best_loss = t.cells[best][c]->mean;
-    v.best_u = uncertainty(*t.cells[best][c]);
-    v.gap = v.loss - v.best_loss;
-    v.gap_se = std::sqrt(v.loss_u * v.loss_u + v.best_u * v.best_u);
-    const auto paired = paired_window_se(*t.cells[own][c], *t.cells[best][c]);
-    if (best != own && paired) {
-      v.gap_se = *paired;
-      v.uncertainty = "paired windows";
-    }
-    v.k = best == own ? 0.0 : v.gap / v.gap_se;  // NaN when no uncertainty is known
-    v.within = v.k <= k_max;
-    out.push_back(v);
+  for (const auto& context : grid) {
+    const auto own = std::find_if(context.arms.begin(), context.arms.end(),
+                                  [&](const TauArm& a) { return a.tau == tau_text; });
+    if (own == context.arms.end())
+      throw harness::InputError(fmt::format("tau verdict: no finished run has τ = {} at context {}", tau_text,
+                                            context.context));
+    if (context.arms.size() < 2) continue;
+    out.push_back(verdict_at(context, size_t(own - context.arms.begin()), o));
   }
   return out;
 }
 
-std::string format_verdicts(const std::vector<TauVerdict>& verdicts, int64_t L, double k_max) {
+std::string format_verdicts(const std::vector<TauVerdict>& verdicts, int64_t L, const TauVerdictOptions& o) {
+  if (verdicts.empty()) return "no verdict: no context has the config's τ and another τ finished\n";
   std::string out;
-  size_t within = 0, unknown = 0;
+  std::map<TauClass, int> count;
   for (const auto& v : verdicts) {
     const std::string where = L > 0 && v.context % L == 0 ? fmt::format("T = {} ({}L)", v.context, v.context / L)
                                                           : fmt::format("T = {}", v.context);
-    if (v.tau == v.best_tau) {
-      out += fmt::format("{}: τ = {} is the best of the grid ({:.4f} ± {:.4f}, s.e. over {})\n", where, v.tau,
-                         v.loss, v.loss_u, v.uncertainty);
-    } else if (std::isnan(v.k)) {
-      out += fmt::format("{}: τ = {} is {:.4f} nats above the best τ = {}; no standard error (one seed and no "
-                         "per-window s.e. in the run files): no verdict\n", where, v.tau, v.gap, v.best_tau);
-    } else {
-      const bool paired = v.uncertainty == "paired windows";
-      out += fmt::format("{}: τ = {} is {} {:.1f} s.e. of the best (best τ = {}: {:.4f} ± {:.4f} vs {:.4f} ± "
-                         "{:.4f}, s.e. over {}{})\n", where, v.tau, v.within ? "within" : "worse by", v.k, v.best_tau,
-                         v.best_loss, v.best_u, v.loss, v.loss_u, paired ? "windows" : v.uncertainty,
-                         paired ? fmt::format("; the gap {:.4f} ± {:.4f} over the same windows, paired", v.gap,
-                                              v.gap_se)
-                                : "");
-    }
-    within += v.within;
-    unknown += std::isnan(v.k);
+    out += fmt::format("{}: {} — {}\n", where, to_string(v.verdict), v.why);
+    out += fmt::format("  τ = {}: {:.4f}; best of the grid τ = {}: {:.4f}; not resolved from the best: {}\n", v.tau,
+                       v.loss, v.best_tau, v.best_loss, fmt::join(v.near_best, ", "));
+    if (!v.edge.empty())
+      out += fmt::format("  the best τ is the grid's {}: the optimum may lie beyond it; add --factors {}\n", v.edge,
+                         fmt::join(v.factors_to_add, ","));
+    if (!v.comparisons.empty())
+      out += fmt::format("  intervals: {:.4g}% each ({:g}% over the {} comparisons), {} seeds paired, windows "
+                         "clustered by {} document{}\n",
+                         100 * v.level_each, 100 * o.level, v.comparisons.size(), v.seeds, v.documents,
+                         v.documents == 1 ? "" : "s");
+    ++count[v.verdict];
   }
-  if (verdicts.empty()) return "no verdict: no context has the config's τ and another τ finished\n";
-  const size_t worse = verdicts.size() - within - unknown;
-  if (worse > 0)
-    out += fmt::format("verdict: τ = {} is more than {:g} s.e. from the best τ at {} of {} contexts\n",
-                       verdicts[0].tau, k_max, worse, verdicts.size());
-  else if (unknown > 0)
-    out += fmt::format("verdict: none at {} of {} contexts (no standard error); within {:g} s.e. at the others\n",
-                       unknown, verdicts.size(), k_max);
-  else
-    out += fmt::format("verdict: τ = {} is within {:g} s.e. of the best τ at every context\n", verdicts[0].tau, k_max);
+  std::vector<std::string> parts;
+  for (const auto c : {TauClass::kWorse, TauClass::kInconclusive, TauClass::kBetterExists, TauClass::kNearOptimal})
+    if (count[c]) parts.push_back(fmt::format("{} at {}", to_string(c), count[c]));
+  out += fmt::format("verdict: τ = {} is {} of {} contexts (margin {:g} nats/token)\n", verdicts[0].tau,
+                     fmt::join(parts, ", "), verdicts.size(), o.margin);
+  return out;
+}
+
+std::vector<ContextRuns> tau_grid(const RunSet& set) {
+  // context → τ text → arm
+  std::map<int64_t, std::map<std::string, TauArm>> arms;
+  std::map<int64_t, std::pair<std::string, std::vector<int64_t>>> windows;  // fingerprint, documents
+  std::map<int64_t, bool> documents_known;
+  for (const auto& run : set.runs) {
+    if (!run.record || run.state != "done") continue;
+    const auto tau = run.values.find("attention.tau");
+    const std::string tau_text = tau != run.values.end() ? tau->second : "";
+    const auto seed = run.values.find("train.seed");
+    const int64_t seed_value = seed != run.values.end() ? std::stoll(seed->second) : int64_t(run.config.train.seed);
+    for (const auto& [T, rows] : run.record->eval) {
+      if (rows.window_loss.empty())
+        throw harness::InputError(fmt::format("{}: no per-window losses at context {} (a run file written before "
+                                              "they were stored): run it again", run.dir, T));
+      auto& w = windows[T];
+      if (w.first.empty()) {
+        w.first = rows.window_fingerprint;
+        w.second = rows.window_document;
+        documents_known[T] = rows.window_document.size() == rows.window_loss.size();
+        if (!documents_known[T]) {  // each window its own document
+          w.second.resize(rows.window_loss.size());
+          for (size_t i = 0; i < w.second.size(); ++i) w.second[i] = int64_t(i);
+        }
+      } else if (w.first != rows.window_fingerprint) {
+        throw harness::InputError(fmt::format("{}: validated on other windows at context {} than the other runs "
+                                              "(fingerprint {} vs {})", run.dir, T, rows.window_fingerprint, w.first));
+      }
+      auto& arm = arms[T][tau_text];
+      arm.tau = tau_text;
+      arm.value = run.config.attention.parameters[attention::Parameter::kTau].resolve(run.train_context);
+      arm.runs.push_back({seed_value, rows.window_loss});
+    }
+  }
+  std::vector<ContextRuns> out;
+  for (auto& [T, by_tau] : arms) {
+    ContextRuns c;
+    c.context = T;
+    c.document = windows[T].second;
+    c.documents_known = documents_known[T];
+    for (auto& [text, arm] : by_tau) c.arms.push_back(arm);
+    std::sort(c.arms.begin(), c.arms.end(), [](const TauArm& a, const TauArm& b) { return a.value < b.value; });
+    out.push_back(std::move(c));
+  }
   return out;
 }
 

@@ -23,13 +23,19 @@ namespace {
 
 const char* kUsage =
     "usage: harness tau check --config FILE [--set key=value]... [--factors 0.1,0.3,1,3,10]\n"
-    "                         [--seeds 0,1] [--jobs J] [--threads-per-job T] [--k 2] [--no-run]\n"
-    "  Is the config's τ close to the best? Trains it at τ × each factor (× seeds) as the sweep\n"
+    "                         [--seeds 0,1,2] [--jobs J] [--threads-per-job T] [--margin 0.01]\n"
+    "                         [--level 0.95] [--no-run]\n"
+    "  Is the config's τ close to the best? Trains it at τ × each factor × each seed as the sweep\n"
     "  <run.out_dir>/tau-check-<run id>/tau-check.yaml — a rerun resumes and skips finished runs, and\n"
     "  `harness sweep submit` that file runs it on Slurm (then `--no-run` reports) — and prints the\n"
-    "  validation loss per τ and context with the verdict: is τ within k standard errors (over\n"
-    "  seeds, or for one seed over the same validation windows, paired) of the best τ at each\n"
-    "  context. The table, the verdict and the figure loss_vs_tau go beside the sweep file.\n"
+    "  validation loss per τ and context with a verdict per context: near-optimal, a better τ exists,\n"
+    "  worse, or inconclusive. It compares the config's τ with every other τ by the gap in loss:\n"
+    "  seeds paired (the same seed in both), the seed-to-seed spread plus the window-to-window spread\n"
+    "  with windows of one document as one unit, Student's t at the smaller degrees of freedom, the\n"
+    "  comparisons at one simultaneous --level (Bonferroni). Worse: some τ is better by more than\n"
+    "  --margin nats/token; inconclusive: an interval reaches beyond it (add seeds: seeds vary more\n"
+    "  than windows, and 3 seeds give 2 degrees of freedom). A best τ at the end of the grid is said\n"
+    "  so, with the factors to add. The table, the verdict and the figure go beside the sweep file.\n"
     "example: harness tau check --config sweeps/examples/tiny.yaml --jobs 2 --threads-per-job 1";
 
 template <class T>
@@ -54,27 +60,34 @@ int check(const Args& args) {
   std::string config_path, factors, seeds;
   std::vector<std::string> overrides;
   int jobs = 1, threads = 0;
-  double k_max = 2.0;
+  analysis::TauVerdictOptions verdict_options;
   options.add_options()
       ("config", po::value(&config_path)->required(), "the run config whose τ to check")
       ("set", po::value(&overrides)->composing(), "override a key of every run: --set train.steps=400 (repeatable)")
       ("factors", po::value(&factors)->default_value("0.1,0.3,1,3,10"), "τ × each factor; must hold 1")
-      ("seeds", po::value(&seeds), "seeds, comma-separated (default: the config's train.seed and the next)")
+      ("seeds", po::value(&seeds), "seeds, comma-separated, two or more (default: the config's train.seed and the next two)")
       ("jobs,j", po::value(&jobs)->default_value(1), "runs at a time")
       ("threads-per-job", po::value(&threads)->default_value(0), "CPU threads per run; 0: cores / jobs")
-      ("k", po::value(&k_max)->default_value(2.0), "within: at most k combined standard errors from the best")
+      ("margin", po::value(&verdict_options.margin)->default_value(0.01), "nats/token: a τ better by more is a verdict of worse")
+      ("level", po::value(&verdict_options.level)->default_value(0.95), "confidence level, simultaneous over the comparisons")
       ("no-run", "train nothing: report on the runs already done (after a Slurm submission)");
   po::variables_map vm;
   if (!parse(kUsage, args, options, vm)) return kExitOk;
   if (jobs < 1) throw InputError(fmt::format("--jobs: expected at least 1, got {}", jobs));
   if (threads < 0) throw InputError(fmt::format("--threads-per-job: expected 0 or more, got {}", threads));
-  if (!(k_max > 0)) throw InputError(fmt::format("--k: expected a number > 0, got {}", k_max));
+  if (!(verdict_options.margin > 0))
+    throw InputError(fmt::format("--margin: expected a number > 0, got {}", verdict_options.margin));
+  if (!(verdict_options.level > 0 && verdict_options.level < 1))
+    throw InputError(fmt::format("--level: expected a number in (0, 1), got {}", verdict_options.level));
 
   sweeps::TauCheckSpec spec;
   spec.config_path = config_path;
   spec.overrides = overrides;
   spec.factors = parse_list<double>("--factors", factors);
   if (vm.count("seeds")) spec.seeds = parse_list<int64_t>("--seeds", seeds);
+  if (vm.count("seeds") && spec.seeds.size() < 2)
+    throw InputError("--seeds: give two or more: one seed cannot measure how much seeds vary (more than "
+                     "validation windows do)");
   const auto loaded = load_config_with_overrides(config_path, overrides);
   const auto plan = sweeps::tau_check_sweep(loaded, spec);
   std::filesystem::create_directories(std::filesystem::path(plan.path).parent_path());
@@ -102,9 +115,16 @@ int check(const Args& args) {
   if (!table.missing.empty())
     verdict = fmt::format("no verdict yet: {} of {} runs are not done (rerun this command to resume them)\n",
                           table.missing.size(), set.runs.size());
-  else
-    verdict = analysis::format_verdicts(analysis::tau_verdicts(table, plan.own_tau_text, k_max),
-                                        loaded.config.train.context, k_max);
+  else {
+    const auto grid = analysis::tau_grid(set);
+    verdict = analysis::format_verdicts(analysis::tau_verdicts(grid, plan.own_tau_text, verdict_options),
+                                        loaded.config.train.context, verdict_options);
+    for (const auto& context : grid)
+      if (!context.documents_known)
+        verdict += fmt::format("note: T = {}: the run files do not say which document each window is from (written "
+                               "before 2026-12-07): windows counted as independent, the interval too narrow\n",
+                               context.context);
+  }
   const auto dir = std::filesystem::path(plan.path).parent_path();
   harness::write_file_atomically((dir / "table.md").string(), table_text);
   harness::write_file_atomically((dir / "verdict.txt").string(), verdict);

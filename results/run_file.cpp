@@ -82,6 +82,7 @@ void RunRecord::truncate_after(int64_t step) {
     if (m < rows.step.size()) {  // they were the dropped last validation's
       rows.window_loss.clear();
       rows.window_fingerprint.clear();
+      rows.window_document.clear();
     }
     rows.step.resize(m);
     rows.loss.resize(m);
@@ -129,6 +130,9 @@ void publish(const RunRecord& r, const std::string& path) {
                      "nats/token, mean over each validation window's tokens at the last validation (step[-1]), "
                      "in window order");
         h5::write_string_attr(g, "window_fingerprint", rows.window_fingerprint);
+        if (rows.window_document.size() == rows.window_loss.size())
+          write_column(g, "window_document", rows.window_document,
+                       "each window's validation document, numbered 0, 1, ... in window order");
       }
       write_matrix(g, "position_loss", rows.position_loss,
                    "nats/token, per equal-width bucket of window positions");
@@ -195,6 +199,9 @@ RunRecord read_run_file(const std::string& path) {
       rows.window_loss = h5::read_doubles(g, "window_loss");
       // "" (not paired) in a file written before the fingerprint was stored.
       if (h5::has_attr(g, "window_fingerprint")) rows.window_fingerprint = h5::read_string_attr(g, "window_fingerprint");
+      // Empty in a file written before 2026-12-07 (or one whose count differs: then unusable).
+      if (h5::exists(g, "window_document")) rows.window_document = h5::read_integers(g, "window_document");
+      if (rows.window_document.size() != rows.window_loss.size()) rows.window_document.clear();
     }
     rows.position_loss = read_matrix(g, "position_loss");
     rows.score_std = read_matrix(g, "score_std");

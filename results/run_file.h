@@ -10,6 +10,7 @@
 //   /eval/<T>/{step, loss, loss_se, windows}                        (E,)  T = context in tokens
 //   /eval/<T>/window_loss      each window's loss at the last validation (windows,); the group's
 //                             attribute window_fingerprint names those windows
+//   /eval/<T>/window_document  each of those windows' document, numbered 0, 1, … (windows,)
 //   /eval/<T>/position_loss                                         (E, buckets)
 //   /eval/<T>/score_std                                             (E, layers)
 //   /eval/<T>/attention/…     attention statistics at each validation (E, layers, heads[, bands])
@@ -49,6 +50,8 @@ struct EvalRows {
   // on the same windows are compared window by window. Empty: files written before it was stored.
   std::vector<double> window_loss;
   std::string window_fingerprint;  // of those windows (harness/data/windows.h); "" with none
+  std::vector<int64_t> window_document;  // each of those windows' document (0, 1, …); empty in
+                                         // files written before 2026-12-07
   std::vector<std::vector<double>> position_loss;  // per bucket of positions within the window
   std::vector<std::vector<double>> score_std;      // per layer: std of raw scores s = scale·q·k
   DatasetGroup attention;  // attention statistics: arrays (E, layers, heads[, …]), or empty

@@ -38,7 +38,8 @@ TauCheckSweep tau_check_sweep(const config::LoadedConfig& loaded, const TauCheck
     if (f == 1.0) out.own_tau_text = text;
   }
   std::vector<int64_t> seeds = spec.seeds;
-  if (seeds.empty()) seeds = {int64_t(c.train.seed), int64_t(c.train.seed) + 1};
+  if (seeds.empty())  // three: two leave one degree of freedom for the seed-to-seed variance
+    seeds = {int64_t(c.train.seed), int64_t(c.train.seed) + 1, int64_t(c.train.seed) + 2};
 
   const std::string name = "tau-check-" + config::config_hash(c);
   out.path = (fs::path(c.run.out_dir) / name / "tau-check.yaml").string();

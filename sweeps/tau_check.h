@@ -16,7 +16,7 @@ struct TauCheckSpec {
   std::string config_path;             // the run config, as given
   std::vector<std::string> overrides;  // --set key=value, applied to every run
   std::vector<double> factors = {0.1, 0.3, 1.0, 3.0, 10.0};  // must hold 1 (the config's own τ)
-  std::vector<int64_t> seeds;          // empty: the config's train.seed and the next one
+  std::vector<int64_t> seeds;          // empty: the config's train.seed and the next two
 };
 
 struct TauCheckSweep {

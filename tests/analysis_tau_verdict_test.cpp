@@ -1,6 +1,6 @@
-// The verdict of `harness tau check` (analysis/tau_verdict.h) on a hand-made table: the gap to the
-// best τ in combined standard errors, over seeds when a cell has two or more, over validation
-// windows for one seed.
+// The verdict of `harness tau check` (analysis/tau_verdict.h) on hand-made grids whose gaps and
+// noise are known: each class of verdict, the best τ at the end of the grid, one seed, and the
+// simultaneous level. (The interval itself: analysis_seed_paired_gap_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,108 +8,89 @@
 #include "analysis/tau_verdict.h"
 #include "harness/common/errors.h"
 
+using analysis::TauClass;
+
 namespace {
 
-analysis::Cell cell(double mean, double se, int n, double window_se) {
-  analysis::Cell c;
-  c.mean = mean;
-  c.se = se;
-  c.n = n;
-  c.window_se = window_se;
+// τ ∈ {0.05, 0.16, 0.5} (the config's: 0.16) at T = 64; 12 windows in 4 documents. Arm a's run of
+// seed s at window i: base_i + offset[a] + seed_noise · (a deterministic ±1 pattern in s and a).
+analysis::ContextRuns grid(const std::vector<double>& offset, double seed_noise, int seeds) {
+  analysis::ContextRuns c;
+  c.context = 64;
+  const std::vector<std::string> taus = {"0.05", "0.16", "0.5"};
+  const std::vector<double> values = {0.05, 0.16, 0.5};
+  for (int g = 0; g < 4; ++g)
+    for (int k = 0; k < 3; ++k) c.document.push_back(g);
+  for (size_t a = 0; a < taus.size(); ++a) {
+    analysis::TauArm arm;
+    arm.tau = taus[a];
+    arm.value = values[a];
+    for (int s = 0; s < seeds; ++s) {
+      analysis::SeedWindows run{s, {}};
+      const double sign = ((s * 7 + int(a) * 3) % 4 < 2) ? 1.0 : -1.0;
+      for (size_t i = 0; i < c.document.size(); ++i)
+        run.loss.push_back(3.0 + 0.2 * std::sin(double(i)) + offset[a] + seed_noise * sign +
+                           1e-4 * std::cos(double(i * (s + 1) + a)));
+      arm.runs.push_back(run);
+    }
+    c.arms.push_back(arm);
+  }
   return c;
 }
 
-// τ ∈ {0.016, 0.16, 1.6} × T ∈ {64, 256}; the config's τ is 0.16.
-analysis::Table table() {
-  analysis::Table t;
-  t.row_keys = {"attention.tau"};
-  t.col_keys = {"context"};
-  t.rows = {{"0.016"}, {"0.16"}, {"1.6"}};
-  t.cols = {{"64"}, {"256"}};
-  t.cells = {{cell(1.40, 0.03, 2, 0.004), cell(1.40, std::nan(""), 1, 0.004)},
-             {cell(1.30, 0.01, 2, 0.004), cell(1.50, std::nan(""), 1, 0.003)},
-             {cell(1.27, 0.02, 2, 0.005), std::nullopt}};
-  return t;
-}
+analysis::TauVerdict verdict(const analysis::ContextRuns& c) { return analysis::tau_verdicts({c}, "0.16").at(0); }
 
 }  // namespace
 
-TEST(TauVerdict, GapInCombinedStandardErrorsAsComputedByHand) {
-  const auto v = analysis::tau_verdicts(table(), "0.16");
-  ASSERT_EQ(v.size(), 2u);
-  // T = 64: best τ = 1.6; seeds' s.e. on both sides: 0.03 / √(0.01² + 0.02²) = 1.3416.
-  EXPECT_EQ(v[0].context, 64);
-  EXPECT_EQ(v[0].best_tau, "1.6");
-  EXPECT_NEAR(v[0].gap, 0.03, 1e-12);
-  EXPECT_NEAR(v[0].k, 0.03 / std::sqrt(0.0005), 1e-9);
-  EXPECT_TRUE(v[0].within);
-  EXPECT_EQ(v[0].uncertainty, "seeds");
-  // T = 256: one seed each, so the windows' s.e.: 0.1 / √(0.003² + 0.004²) = 20.
-  EXPECT_EQ(v[1].best_tau, "0.016");
-  EXPECT_NEAR(v[1].k, 20.0, 1e-9);
-  EXPECT_FALSE(v[1].within);
-  EXPECT_EQ(v[1].uncertainty, "windows");
-  const std::string text = analysis::format_verdicts(v, 64);
-  EXPECT_NE(text.find("T = 64 (1L): τ = 0.16 is within 1.3 s.e. of the best (best τ = 1.6"), std::string::npos) << text;
-  EXPECT_NE(text.find("T = 256 (4L): τ = 0.16 is worse by 20.0 s.e."), std::string::npos) << text;
-  EXPECT_NE(text.find("verdict: τ = 0.16 is more than 2 s.e. from the best τ at 1 of 2 contexts"), std::string::npos)
-      << text;
-  // A looser k accepts both.
-  const auto loose = analysis::tau_verdicts(table(), "0.16", 25.0);
-  EXPECT_TRUE(loose[0].within && loose[1].within);
-  EXPECT_NE(analysis::format_verdicts(loose, 64, 25.0).find("within 25 s.e. of the best τ at every context"),
-            std::string::npos);
+TEST(TauVerdict, NearOptimalWhenNoTauIsBetterBeyondTheMargin) {
+  const auto v = verdict(grid({0.03, 0.0, 0.02}, 0.0005, 4));
+  EXPECT_EQ(v.verdict, TauClass::kNearOptimal) << v.why;
+  EXPECT_EQ(v.best_tau, "0.16");
+  EXPECT_EQ(v.near_best, std::vector<std::string>{"0.16"});
+  EXPECT_EQ(v.seeds, 4);
+  EXPECT_EQ(v.documents, 4);
+  EXPECT_NEAR(v.level_each, 1 - 0.05 / 2, 1e-12);  // two comparisons share the 95%
+  ASSERT_EQ(v.comparisons.size(), 2u);
+  EXPECT_NEAR(v.comparisons[0].gap.gap, -0.03, 1e-3);  // own − τ = 0.05
+  EXPECT_TRUE(v.edge.empty());
 }
 
-TEST(TauVerdict, TheBestTauIsItsOwnVerdictAndUnknownErrorsGiveNone) {
-  auto t = table();
-  const auto best = analysis::tau_verdicts(t, "1.6");
-  ASSERT_EQ(best.size(), 1u);  // 1.6 has no cell at T = 256
-  EXPECT_EQ(best[0].k, 0.0);
-  EXPECT_NE(analysis::format_verdicts(best, 64).find("τ = 1.6 is the best of the grid"), std::string::npos);
-  t.cells[1][1]->window_se = std::nan("");  // a file from before the window s.e. was stored
-  const auto none = analysis::tau_verdicts(t, "0.16");
-  EXPECT_TRUE(std::isnan(none[1].k));
-  EXPECT_NE(analysis::format_verdicts(none, 64).find("no verdict"), std::string::npos);
-  EXPECT_THROW(analysis::tau_verdicts(t, "3.2"), harness::InputError);
+TEST(TauVerdict, WorseWhenATauIsBetterByMoreThanTheMargin) {
+  const auto v = verdict(grid({0.03, 0.05, 0.0}, 0.0005, 4));
+  EXPECT_EQ(v.verdict, TauClass::kWorse) << v.why;
+  EXPECT_NE(v.why.find("τ = 0.5 is better by more than the margin 0.01"), std::string::npos) << v.why;
+  EXPECT_EQ(v.best_tau, "0.5");
+  // The best ends the grid: said so, with factors beyond it (0.5 / 0.16 = 3.125 × 3 and × 10).
+  EXPECT_EQ(v.edge, "largest");
+  EXPECT_EQ(v.factors_to_add, (std::vector<std::string>{"9.38", "31.2"}));
+  const std::string text = analysis::format_verdicts({v}, 64);
+  EXPECT_NE(text.find("T = 64 (1L): worse — "), std::string::npos) << text;
+  EXPECT_NE(text.find("the best τ is the grid's largest: the optimum may lie beyond it; add --factors 9.38,31.2"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("verdict: τ = 0.16 is worse at 1 of 1 contexts"), std::string::npos) << text;
 }
 
-TEST(TauVerdict, OneSeedGapIsPairedOverTheSameWindows) {
-  auto t = table();
-  // T = 256, one seed each, four shared windows: the config's τ is worse by 0.10, 0.12, 0.08, 0.10.
-  t.cells[0][1]->windows = {{1.3, 1.5, 1.4, 1.4}, "fnv1a64:same"};
-  t.cells[1][1]->windows = {{1.4, 1.62, 1.48, 1.5}, "fnv1a64:same"};
-  const auto v = analysis::tau_verdicts(t, "0.16");
-  ASSERT_EQ(v.size(), 2u);
-  // Differences: mean 0.1, squared deviations 0 + 0.0004 + 0.0004 + 0, so
-  // s.e. = √(0.0008 / 3 / 4) and k = 0.1 / s.e. = √150, not the unpaired 20.
-  EXPECT_NEAR(v[1].gap_se, std::sqrt(0.0008 / 12), 1e-12);
-  EXPECT_NEAR(v[1].k, std::sqrt(150.0), 1e-9);
-  EXPECT_EQ(v[1].uncertainty, "paired windows");
-  EXPECT_EQ(v[0].uncertainty, "seeds");  // two seeds: the seeds' s.e., windows or not
-  const std::string text = analysis::format_verdicts(v, 64);
-  EXPECT_NE(text.find("worse by 12.2 s.e."), std::string::npos) << text;
-  EXPECT_NE(text.find("the gap 0.1000 ± 0.0082 over the same windows, paired"), std::string::npos) << text;
-  // Every window shifted alike: a paired s.e. of 0 would make any gap infinitely many s.e., so
-  // the windows' s.e. in quadrature instead.
-  // (Binary fractions, so that the differences are exactly equal.)
-  const auto paired_values = t.cells[0][1]->windows.loss;
-  t.cells[0][1]->windows.loss = {1.5, 1.75, 1.25, 1.5};
-  t.cells[1][1]->windows.loss = {1.75, 2.0, 1.5, 1.75};
-  EXPECT_EQ(analysis::tau_verdicts(t, "0.16")[1].uncertainty, "windows");
-  t.cells[0][1]->windows.loss = paired_values;
-  t.cells[1][1]->windows.loss = {1.4, 1.62, 1.48, 1.5};
-  // Other windows (a fingerprint differs), or none known: no pairing, the windows' s.e. in
-  // quadrature as before.
-  t.cells[0][1]->windows.fingerprint = "fnv1a64:other";
-  EXPECT_EQ(analysis::tau_verdicts(t, "0.16")[1].uncertainty, "windows");
-  t.cells[0][1]->windows.fingerprint = "";
-  t.cells[1][1]->windows.fingerprint = "";
-  EXPECT_EQ(analysis::tau_verdicts(t, "0.16")[1].uncertainty, "windows");
-  t.cells[0][1]->windows.fingerprint = t.cells[1][1]->windows.fingerprint = "fnv1a64:same";
-  // Different window counts: no pairing.
-  t.cells[0][1]->windows.loss.pop_back();
-  const auto unpaired = analysis::tau_verdicts(t, "0.16");
-  EXPECT_NEAR(unpaired[1].k, 20.0, 1e-9);
-  EXPECT_EQ(unpaired[1].uncertainty, "windows");
+TEST(TauVerdict, ABetterTauWithinTheMarginIsResolvedAsSuch) {
+  const auto v = verdict(grid({0.03, 0.004, 0.0}, 0.0002, 6));
+  EXPECT_EQ(v.verdict, TauClass::kBetterExists) << v.why;
+  EXPECT_NE(v.why.find("τ = 0.5 is better, by less than the margin"), std::string::npos) << v.why;
+}
+
+TEST(TauVerdict, InconclusiveWhenSeedsVaryTooMuchToTell) {
+  const auto v = verdict(grid({0.03, 0.004, 0.0}, 0.01, 3));
+  EXPECT_EQ(v.verdict, TauClass::kInconclusive) << v.why;
+  EXPECT_NE(v.why.find("reaches beyond the margin"), std::string::npos) << v.why;
+  // With that much seed noise every τ of the grid is within the noise of the best.
+  EXPECT_EQ(v.near_best, (std::vector<std::string>{"0.05", "0.16", "0.5"}));
+}
+
+TEST(TauVerdict, OneSeedGivesNoVerdict) {
+  const auto v = verdict(grid({0.03, 0.05, 0.0}, 0.0, 1));
+  EXPECT_EQ(v.verdict, TauClass::kInconclusive);
+  EXPECT_NE(v.why.find("one seed cannot measure how much seeds vary"), std::string::npos) << v.why;
+  EXPECT_TRUE(v.comparisons.empty());
+}
+
+TEST(TauVerdict, AnUnknownTauIsAnInputError) {
+  EXPECT_THROW(analysis::tau_verdicts({grid({0, 0, 0}, 0.001, 2)}, "3.2"), harness::InputError);
 }

@@ -247,3 +247,9 @@ TEST(DataEvalWindows, FixtureWindowsDecodeToDocumentText) {
     }
   }
 }
+
+TEST(EvalWindows, EachWindowsDocumentIsNumberedInOrderOfFirstAppearance) {
+  harness::data::EvalWindows w;
+  w.sources = {"1790_washington.txt@0", "1790_washington.txt@65", "1861_lincoln.txt@0", "a@b.txt@130"};
+  EXPECT_EQ(harness::data::window_documents(w), (std::vector<int64_t>{0, 0, 1, 2}));
+}

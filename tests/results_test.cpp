@@ -38,6 +38,7 @@ results::RunRecord sample() {
   }
   r.eval[64].window_loss = {3.5, 4.5, 6.5};  // the last validation's (step 4), three windows
   r.eval[64].window_fingerprint = "fnv1a64:0123456789abcdef";
+  r.eval[64].window_document = {0, 0, 1};
   r.state = results::RunState::kInterrupted;
   r.reason = "signal 15 at step 5";
   r.status_step = 5;
@@ -69,6 +70,7 @@ TEST(Results, PublishThenReadRoundTrips) {
   EXPECT_EQ(back.eval.at(64).score_std, r.eval.at(64).score_std);
   EXPECT_EQ(back.eval.at(64).window_loss, r.eval.at(64).window_loss);
   EXPECT_EQ(back.eval.at(64).window_fingerprint, r.eval.at(64).window_fingerprint);
+  EXPECT_EQ(back.eval.at(64).window_document, r.eval.at(64).window_document);
   EXPECT_TRUE(back.eval.at(256).window_loss.empty());  // none stored: none read
   EXPECT_EQ(back.state, results::RunState::kInterrupted);
   EXPECT_EQ(back.reason, r.reason);
@@ -85,6 +87,7 @@ TEST(Results, TruncateAfterDropsLaterRows) {
   // The window losses were step 4's, which is dropped: they go with it.
   EXPECT_TRUE(r.eval.at(64).window_loss.empty());
   EXPECT_TRUE(r.eval.at(64).window_fingerprint.empty());
+  EXPECT_TRUE(r.eval.at(64).window_document.empty());
   auto kept = sample();
   kept.truncate_after(4);
   EXPECT_EQ(kept.eval.at(64).window_loss.size(), 3u);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -199,6 +200,16 @@ EvalWindows make_eval_windows(const std::vector<TokenizedDocument>& validation, 
     windows.sources.push_back(validation[doc].name + "@" + std::to_string(offset));
   }
   return windows;
+}
+
+std::vector<int64_t> window_documents(const EvalWindows& windows) {
+  std::vector<int64_t> out;
+  std::map<std::string, int64_t> index;
+  for (const auto& source : windows.sources) {
+    const std::string document = source.substr(0, source.rfind('@'));
+    out.push_back(index.emplace(document, int64_t(index.size())).first->second);
+  }
+  return out;
 }
 
 std::string window_fingerprint(const EvalWindows& windows) {

@@ -105,6 +105,10 @@ struct EvalWindows {
 EvalWindows make_eval_windows(const std::vector<TokenizedDocument>& validation, int64_t context, int64_t count,
                               uint64_t seed);
 
+// Each window's document as a number: 0, 1, … in the order the documents first appear among the
+// windows (rows are in document order), from `sources` ("<document name>@<offset>").
+std::vector<int64_t> window_documents(const EvalWindows& windows);
+
 // What identifies a set of windows, "fnv1a64:<16 hex digits>" of their tokens: two runs whose
 // validation has the same fingerprint were scored on the same text, window by window.
 std::string window_fingerprint(const EvalWindows& windows);

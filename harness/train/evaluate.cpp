@@ -91,6 +91,7 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   r.window_loss.assign(per_window.data_ptr<double>(), per_window.data_ptr<double>() + N);
   r.loss_se = harness::mean_se(r.window_loss).se;
   r.window_fingerprint = data::window_fingerprint(windows);
+  r.window_document = data::window_documents(windows);
   const auto per_bucket = torch::zeros({buckets}, torch::kDouble).index_add_(0, bucket_of, loss_by_position);
   const auto counts = torch::zeros({buckets}, torch::kDouble)
                           .index_add_(0, bucket_of, torch::ones({T}, torch::kDouble));

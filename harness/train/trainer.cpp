@@ -575,6 +575,7 @@ class TrainingSession {
       rows.windows.push_back(int64_t(r.window_loss.size()));
       rows.window_loss = r.window_loss;
       rows.window_fingerprint = r.window_fingerprint;
+      rows.window_document = r.window_document;
       rows.position_loss.push_back(r.position_loss);
       rows.score_std.push_back(r.score_std);
       if (!r.attention.empty()) rows.attention.append_row(r.attention);
