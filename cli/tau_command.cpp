@@ -8,6 +8,7 @@
 #include "analysis/export_curves.h"
 #include "analysis/export/export_table.h"
 #include "analysis/run_set.h"
+#include "analysis/tau_calibration.h"
 #include "analysis/tau_verdict.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -36,7 +37,11 @@ const char* kUsage =
     "  --margin nats/token; inconclusive: an interval reaches beyond it (add seeds: seeds vary more\n"
     "  than windows, and 3 seeds give 2 degrees of freedom). A best τ at the end of the grid is said\n"
     "  so, with the factors to add. The table, the verdict and the figure go beside the sweep file.\n"
-    "example: harness tau check --config sweeps/examples/tiny.yaml --jobs 2 --threads-per-job 1";
+    "example: harness tau check --config sweeps/examples/tiny.yaml --jobs 2 --threads-per-job 1\n\n"
+    "usage: harness tau calibrate SWEEP|RUNS_DIR [--arm-seeds 3] [--level 0.95] [--out FILE]\n"
+    "  How often the check's interval excludes 0 where there is nothing to find: runs of one τ with\n"
+    "  many seeds (sweeps/tau-check-calibration.yaml), split into disjoint arms of --arm-seeds seeds,\n"
+    "  arm against arm; the false-alarm rate per context with its Clopper–Pearson interval.";
 
 template <class T>
 std::vector<T> parse_list(const std::string& flag, const std::string& text) {
@@ -139,6 +144,32 @@ int check(const Args& args) {
   return code;
 }
 
+int calibrate(const Args& args) {
+  po::options_description options("tau calibrate options");
+  std::string input, out;
+  int arm_seeds = 3;
+  double level = 0.95;
+  po::options_description arguments;
+  arguments.add_options()("input", po::value(&input)->required(), "a sweep file or a directory of runs");
+  options.add_options()
+      ("arm-seeds", po::value(&arm_seeds)->default_value(3), "seeds per arm (tau check's --seeds count)")
+      ("level", po::value(&level)->default_value(0.95), "the interval's confidence level")
+      ("out", po::value(&out), "also write the table to FILE");
+  po::positional_options_description positional;
+  positional.add("input", 1);
+  po::variables_map vm;
+  if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
+  if (arm_seeds < 2) throw InputError(fmt::format("--arm-seeds: expected 2 or more, got {}", arm_seeds));
+  if (!(level > 0 && level < 1)) throw InputError(fmt::format("--level: expected a number in (0, 1), got {}", level));
+  const auto set = analysis::load_run_set(input);
+  const auto rates = analysis::false_alarm_rates(set, arm_seeds, level);
+  const int64_t L = set.runs.empty() ? 0 : set.runs.front().train_context;
+  const std::string text = analysis::format_false_alarms(rates, arm_seeds, L, level);
+  if (!out.empty()) harness::write_file_atomically(out, text);
+  fmt::print("{}", text);
+  return kExitOk;
+}
+
 }  // namespace
 
 int tau_command(const Args& args) {
@@ -148,7 +179,8 @@ int tau_command(const Args& args) {
   }
   const Args rest(args.begin() + 1, args.end());
   if (args[0] == "check") return check(rest);
-  throw InputError(fmt::format("tau: unknown action '{}'; expected check\n\n{}", args[0], kUsage));
+  if (args[0] == "calibrate") return calibrate(rest);
+  throw InputError(fmt::format("tau: unknown action '{}'; expected check or calibrate\n\n{}", args[0], kUsage));
 }
 
 }  // namespace harness::cli

@@ -127,3 +127,20 @@ TEST(SeedPairedGap, IntervalCoversTheTrueGapAtItsLevel) {
   EXPECT_GE(documents.ours, 0.93) << "document-dominated";
   EXPECT_LT(documents.windows_only, 0.85) << "windows only, document-dominated";
 }
+
+#include "analysis/tau_calibration.h"
+
+TEST(TauCalibration, ClopperPearsonAtTheEndsHasAClosedForm) {
+  // 0 of n: [0, 1 − (α/2)^(1/n)]; n of n: [(α/2)^(1/n), 1].
+  auto [lo, hi] = analysis::clopper_pearson(0, 60);
+  EXPECT_EQ(lo, 0.0);
+  EXPECT_NEAR(hi, 1 - std::pow(0.025, 1.0 / 60), 1e-9);
+  std::tie(lo, hi) = analysis::clopper_pearson(20, 20);
+  EXPECT_NEAR(lo, std::pow(0.025, 1.0 / 20), 1e-9);
+  EXPECT_EQ(hi, 1.0);
+  // 3 of 60: the p where P(X ≥ 3) = 0.025 and where P(X ≤ 3) = 0.025, by bisection on the exact
+  // binomial sums (Python, math.comb): 0.0104323296, 0.1392432467.
+  std::tie(lo, hi) = analysis::clopper_pearson(3, 60);
+  EXPECT_NEAR(lo, 0.0104323296, 1e-9);
+  EXPECT_NEAR(hi, 0.1392432467, 1e-9);
+}

@@ -128,3 +128,39 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
       << test_support::read_text(tmp.path / "third.log");
   EXPECT_NE(test_support::read_text(tmp.path / "third.log").find(test_support::read_text(dir / "verdict.txt")), std::string::npos);
 }
+
+// `tau calibrate` on four seeds of one τ: one pair of arms of two seeds; its false alarm (or not)
+// at each context follows from the run files by hand, as in the check above.
+TEST(TauCalibrateCommand, CountsIntervalsThatExcludeZeroBetweenArmsOfOneTau) {
+  test_support::TempDir tmp;
+  const fs::path sweep = tmp.path / "calibration.yaml";
+  std::ofstream(sweep) << "name: calibration\nbase:\n"
+                       << "  data: {corpus: '" << HARNESS_TEST_DATA << "/sotu', data_dir: '" << (tmp.path / "cache").string() << "'}\n"
+                       << "  model: {layers: 1, d_model: 32, heads: 2}\n"
+                       << "  attention: {method: si+p-rope, tau: L/400, p_rope_base: L/4}\n"
+                       << "  train: {context: 16, batch_size: 4, steps: 30}\n"
+                       << "  eval: {every: 0, contexts: [L], tokens: 256}\n"
+                       << "  run: {checkpoint_every: 0, threads: 1, out_dir: '" << (tmp.path / "runs").string() << "'}\n"
+                       << "seeds: [3, 4, 5, 6]\n";
+  ASSERT_EQ(test_support::wait_exit(test_support::spawn_harness(tmp.path, {"sweep", "run", sweep.string(), "--jobs", "2"},
+                                                               tmp.path / "run.log")), 0)
+      << test_support::read_text(tmp.path / "run.log");
+  ASSERT_EQ(test_support::wait_exit(test_support::spawn_harness(
+                tmp.path, {"tau", "calibrate", sweep.string(), "--arm-seeds", "2"}, tmp.path / "calibrate.log")), 0)
+      << test_support::read_text(tmp.path / "calibrate.log");
+  const std::string out = test_support::read_text(tmp.path / "calibrate.log");
+  // Arms {3, 4} and {5, 6}, paired in rank order: d = (mean(3) − mean(5), mean(4) − mean(6)).
+  const auto s = harness::sweeps::load_sweep(sweep.string());
+  std::map<std::string, double> mean;
+  for (const auto& r : s.runs) {
+    const auto rec = results::read_run_file((tmp.path / r.run_dir / "run.h5").string());
+    const auto& w = rec.eval.at(16).window_loss;
+    double m = 0;
+    for (const double x : w) m += x / double(w.size());
+    mean[r.setting_text("train.seed")] = m;
+  }
+  const double d0 = mean["3"] - mean["5"], d1 = mean["4"] - mean["6"];
+  const double gap = (d0 + d1) / 2, half = 12.7062047 * std::abs(d0 - d1) / 2;
+  const int alarm = std::abs(gap) > half ? 1 : 0;
+  EXPECT_NE(out.find(fmt::format("| 16 (1L) | 1 | {} | {:.3f} |", alarm, double(alarm))), std::string::npos) << out;
+}
