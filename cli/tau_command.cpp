@@ -4,11 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <filesystem>
+#include <optional>
 
-#include "analysis/export_curves.h"
 #include "analysis/export/export_table.h"
 #include "analysis/run_set.h"
 #include "analysis/tau_calibration.h"
+#include "analysis/tau_figure.h"
 #include "analysis/tau_verdict.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -117,29 +118,29 @@ int check(const Args& args) {
   const auto table = analysis::build_table(set, o);
   const std::string table_text = analysis::format_table(table, "md");
   std::string verdict;
+  std::optional<analysis::FigureFiles> figure;
+  const auto dir = std::filesystem::path(plan.path).parent_path();
   if (!table.missing.empty())
     verdict = fmt::format("no verdict yet: {} of {} runs are not done (rerun this command to resume them)\n",
                           table.missing.size(), set.runs.size());
   else {
     const auto grid = analysis::tau_grid(set);
-    verdict = analysis::format_verdicts(analysis::tau_verdicts(grid, plan.own_tau_text, verdict_options),
-                                        loaded.config.train.context, verdict_options);
+    const auto verdicts = analysis::tau_verdicts(grid, plan.own_tau_text, verdict_options);
+    verdict = analysis::format_verdicts(verdicts, loaded.config.train.context, verdict_options);
+    figure = analysis::write_tau_check_figure((dir / "figures").string(), grid, verdicts, plan.tau,
+                                              loaded.config.train.context);
     for (const auto& context : grid)
       if (!context.documents_known)
         verdict += fmt::format("note: T = {}: the run files do not say which document each window is from (written "
                                "before 2026-12-07): windows counted as independent, the interval too narrow\n",
                                context.context);
   }
-  const auto dir = std::filesystem::path(plan.path).parent_path();
   harness::write_file_atomically((dir / "table.md").string(), table_text);
   harness::write_file_atomically((dir / "verdict.txt").string(), verdict);
   fmt::print("\n{}\n{}", table_text, verdict);
-  analysis::CurvesOptions curves;
-  curves.out_dir = (dir / "figures").string();
-  const auto figures = analysis::export_curves(plan.path, curves);
-  for (const auto& f : figures.figures)
-    if (f.name == "loss_vs_tau")
-      fmt::print("figure: {}\n", f.render.images.empty() ? fmt::format("{}", fmt::join(f.csv, ", ")) : fmt::format("{}", fmt::join(f.render.images, ", ")));
+  if (figure)
+    fmt::print("figure: {}\n", figure->render.images.empty() ? fmt::format("{}", fmt::join(figure->csv, ", "))
+                                                             : fmt::format("{}", fmt::join(figure->render.images, ", ")));
   fmt::print("table: {}, verdict: {}\n", (dir / "table.md").string(), (dir / "verdict.txt").string());
   return code;
 }

@@ -94,7 +94,8 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
   EXPECT_EQ(test_support::read_text(dir / "verdict.txt").empty(), false);
   EXPECT_NE(out.find(test_support::read_text(dir / "verdict.txt")), std::string::npos) << out;
   EXPECT_TRUE(fs::exists(dir / "table.md"));
-  EXPECT_TRUE(fs::exists(dir / "figures" / "loss_vs_tau.csv"));
+  EXPECT_TRUE(fs::exists(dir / "figures" / "tau_check.csv"));
+  EXPECT_TRUE(fs::exists(dir / "figures" / "tau_check_best.csv"));
 
   // 3. The verdict from the run files by hand: per seed, the gap of the mean window losses; their
   //    mean ± t(0.975, 1 degree of freedom) · sd / √2 (the fixture has one validation document, so
