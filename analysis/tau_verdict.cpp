@@ -130,7 +130,7 @@ std::string format_verdicts(const std::vector<TauVerdict>& verdicts, int64_t L, 
     out += fmt::format("  τ = {}: {:.4f}; best of the grid τ = {}: {:.4f}; not resolved from the best: {}\n", v.tau,
                        v.loss, v.best_tau, v.best_loss, fmt::join(v.near_best, ", "));
     if (!v.edge.empty())
-      out += fmt::format("  the best τ is the grid's {}: the optimum may lie beyond it; add --factors {}\n", v.edge,
+      out += fmt::format("  the best τ is the grid's {}: the optimum may lie beyond it; extend --factors with {}\n", v.edge,
                          fmt::join(v.factors_to_add, ","));
     if (!v.comparisons.empty())
       out += fmt::format("  intervals: {:.4g}% each ({:g}% over the {} comparisons), {} seeds paired, windows "

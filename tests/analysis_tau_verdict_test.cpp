@@ -65,7 +65,7 @@ TEST(TauVerdict, WorseWhenATauIsBetterByMoreThanTheMargin) {
   EXPECT_EQ(v.factors_to_add, (std::vector<std::string>{"9.38", "31.2"}));
   const std::string text = analysis::format_verdicts({v}, 64);
   EXPECT_NE(text.find("T = 64 (1L): worse — "), std::string::npos) << text;
-  EXPECT_NE(text.find("the best τ is the grid's largest: the optimum may lie beyond it; add --factors 9.38,31.2"),
+  EXPECT_NE(text.find("the best τ is the grid's largest: the optimum may lie beyond it; extend --factors with 9.38,31.2"),
             std::string::npos) << text;
   EXPECT_NE(text.find("verdict: τ = 0.16 is worse at 1 of 1 contexts"), std::string::npos) << text;
 }
