@@ -44,11 +44,17 @@ struct Simd {
   // Lane 0 permuted everywhere: one broadcast. (V{} + x costs an add, 0 + x being no identity
   // for −0; x − V{} and lane loops sometimes become W masked inserts in large functions.)
   static ATTN_INLINE V splat(T x) {
+#if defined(__clang__)  // no __builtin_shuffle (the fuzz build, docs/fuzzing.md): a lane loop, one broadcast
+    V v;
+    for (int l = 0; l < W; ++l) v[l] = x;
+    return v;
+#else
     typedef std::conditional_t<sizeof(T) == 4, int32_t, int64_t> I
         __attribute__((vector_size(Bytes)));
     V v{};
     v[0] = x;
     return __builtin_shuffle(v, I{});
+#endif
   }
   static ATTN_INLINE V max(V a, V b) { return a > b ? a : b; }
   // The low and high halves of v (H: the half-width vector type).
@@ -91,7 +97,11 @@ template <class S>
 ATTN_INLINE typename S::V vexp(typename S::V x) {
   using V = typename S::V;
   if constexpr (std::is_same_v<decltype(x[0] + 0), float>) {
+#if defined(__clang__)  // clang checks the asm below outside the AVX-512 workers too (fuzz build)
+    constexpr bool scalef = false;
+#else
     constexpr bool scalef = sizeof(V) == 64;  // AVX-512: only its workers use 64-byte vectors
+#endif
     // With vscalefps, p·2^n is exact down to the denormals and 0 below: clamping at −110
     // (2^−159·p rounds to 0) replaces the old clamps and zero select; without it, 2^n is built
     // from bits and n must stay within the normal exponents.
