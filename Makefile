@@ -11,7 +11,7 @@ GENERATOR = $(if $(wildcard $(BUILD)/CMakeCache.txt),,-G Ninja)
 # Progress lines only: no "Entering directory" from the make that cmake --build runs.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: quickstart test deps build build-harness bench results clean
+.PHONY: quickstart test deps build build-harness bench results fuzz clean
 
 deps:
 	scripts/install-deps.sh
@@ -55,6 +55,13 @@ bench: build
 # (about 40 minutes on 2 cores; a rerun skips finished runs).
 results: deps build-harness
 	scripts/results.sh $(BUILD)
+
+# libFuzzer on the YAML config/sweep loader and the run.h5 readers (docs/fuzzing.md): a clang
+# build with ASan and UBSan in build-fuzz/, FUZZ_SECONDS per target, one target after the other.
+# Not part of `make test` or CI. Exit 1 on a finding in our code.
+FUZZ_SECONDS ?= 600
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
 clean:
 	rm -rf $(BUILD)
