@@ -316,8 +316,12 @@ Handle open_file(const std::string& path) {
 }
 
 std::string file_kind(const std::string& path) {
-  Handle file = open_file(path);
-  return has_attr(file, "kind") ? read_string_attr(file, "kind") : "";
+  Handle file = open_file(path);  // its error names the file
+  try {
+    return has_attr(file, "kind") ? read_string_attr(file, "kind") : "";
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
 }
 
 }  // namespace results::h5

@@ -1,6 +1,7 @@
 #include "results/run_file.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -39,10 +40,14 @@ void write_matrix(hid_t g, const std::string& name, const std::vector<std::vecto
                     units);
 }
 
+// A (rows, cols) dataset (written with cols ≥ 1; a 1-D one reads as one column).
 std::vector<std::vector<double>> read_matrix(hid_t g, const std::string& name) {
   const auto dims = h5::dataset_dims(g, name);
+  if (dims.empty() || dims.size() > 2 || (dims.size() == 2 && dims[1] == 0))
+    throw std::runtime_error(fmt::format("dataset {}: shape ({}), not (rows, columns ≥ 1)", name,
+                                         fmt::join(dims, ", ")));
   const auto flat = h5::read_doubles(g, name);
-  const size_t rows = dims.at(0), cols = dims.size() > 1 ? dims[1] : 1;
+  const size_t rows = dims[0], cols = dims.size() > 1 ? dims[1] : 1;
   std::vector<std::vector<double>> out(rows);
   for (size_t r = 0; r < rows; ++r) out[r].assign(flat.begin() + r * cols, flat.begin() + (r + 1) * cols);
   return out;
@@ -158,10 +163,12 @@ void publish(const RunRecord& r, const std::string& path) {
   });
 }
 
-RunRecord read_run_file(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such run file");
-  Handle file = h5::open_file(path);
+namespace {
+
+// The record of an open run file; `where` follows the group being read, for error messages.
+RunRecord read_record(hid_t file, std::string& where) {
   RunRecord r;
+  where = "/config";
   Handle config = h5::open_group(file, "config");
   for (const auto& name : h5::attribute_names(config)) {
     if (name == "threads")
@@ -171,11 +178,18 @@ RunRecord read_run_file(const std::string& path) {
     else
       r.config_ints[name] = h5::read_int_attr(config, name);
   }
+  where = "/status";
   Handle status = h5::open_group(file, "status");
-  r.state = run_state_from_string(h5::read_string_attr(status, "state"));
+  const std::string state = h5::read_string_attr(status, "state");
+  try {
+    r.state = run_state_from_string(state);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
   r.reason = h5::read_string_attr(status, "reason");
   r.status_step = h5::read_int_attr(status, "step");
 
+  where = "/train";
   Handle train = h5::open_group(file, "train");
   r.train.step = h5::read_integers(train, "step");
   r.train.tokens = h5::read_integers(train, "tokens");
@@ -184,8 +198,10 @@ RunRecord read_run_file(const std::string& path) {
   r.train.grad_norm = h5::read_doubles(train, "grad_norm");
   r.train.seconds = h5::read_doubles(train, "seconds");
 
+  where = "/eval";
   Handle eval = h5::open_group(file, "eval");
   for (const auto& name : h5::member_names(eval)) {
+    where = "/eval/" + name;
     Handle g = h5::open_group(eval, name);
     EvalRows rows;
     rows.step = h5::read_integers(g, "step");
@@ -209,20 +225,38 @@ RunRecord read_run_file(const std::string& path) {
     r.eval[h5::read_int_attr(g, "context")] = std::move(rows);
   }
   if (h5::exists(file, "needle")) {
+    where = "/needle";
     Handle needle = h5::open_group(file, "needle");
     for (const auto& name : h5::member_names(needle)) {
+      where = "/needle/" + name;
       Handle g = h5::open_group(needle, name);
       r.needle[h5::read_int_attr(g, "context")] = read_group(needle, name);
     }
   }
   if (h5::exists(file, "analysis")) {
+    where = "/analysis";
     Handle analysis = h5::open_group(file, "analysis");
     for (const auto& name : h5::member_names(analysis)) {
+      where = "/analysis/" + name;
       Handle g = h5::open_group(analysis, name);
       r.analysis[h5::read_int_attr(g, "context")] = read_group(g, "attention");
     }
   }
   return r;
+}
+
+}  // namespace
+
+RunRecord read_run_file(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such run file");
+  Handle file = h5::open_file(path);  // its error names the file
+  std::string where = "/";
+  try {
+    return read_record(file, where);
+  } catch (const std::exception& e) {
+    // Whatever failed (HDF5, a value out of its domain), the message says which file and where.
+    throw std::runtime_error(fmt::format("{}: {}: {}", path, where, e.what()));
+  }
 }
 
 }  // namespace results

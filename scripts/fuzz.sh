@@ -29,7 +29,11 @@ if [ ! -f "$B/CMakeCache.txt" ]; then
   cmake -S . -B "$B" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
         -DHARNESS_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-cmake --build "$B" -j"$JOBS" --target "${TARGETS[@]}"
+cmake --build "$B" -j"$JOBS" --target "${TARGETS[@]}" fuzz_regressions
+# What fuzzing found before, under the same sanitizers (tests/fuzz_regressions_test.cpp).
+ASAN_OPTIONS=detect_leaks=0 "$B/fuzz_regressions" --gtest_brief=1 >"$B/fuzz_regressions.log" 2>&1 ||
+  { tail -20 "$B/fuzz_regressions.log"; say "the regression tests fail under the sanitizers"; exit 1; }
+say "regression tests pass under ASan/UBSan ($(grep -o '[0-9]* tests' "$B/fuzz_regressions.log" | head -1))"
 
 HARNESS=${HARNESS:-}
 if [ -z "$HARNESS" ]; then
