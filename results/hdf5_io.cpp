@@ -236,13 +236,47 @@ bool dataset_is_integer(hid_t group, const std::string& name) {
 }
 
 namespace {
+// The number of values of dataset `ds`, checked against what the file stores for it, before any
+// buffer is sized by it: a damaged or hostile file may claim any shape. Its values must fit in
+// size_t; compact and contiguous data must be exactly the shape's size (HDF5 1.10 reads a compact
+// buffer of another size out of bounds); and the values may not exceed 1024 times the bytes stored
+// (filters compress no better; chunks never written read as fill values) beyond 1 MiB.
+size_t checked_count(hid_t ds, const std::string& name) {
+  Handle space(H5Dget_space(ds), H5Sclose, "get space of " + name);
+  const int rank = H5Sget_simple_extent_ndims(space);
+  check(rank < 0 ? -1 : 0, "get rank of " + name);
+  std::vector<hsize_t> dims(size_t(rank), 0);
+  check(H5Sget_simple_extent_dims(space, dims.data(), nullptr), "get shape of " + name);
+  Handle type(H5Dget_type(ds), H5Tclose, "get type of " + name);
+  const size_t type_size = H5Tget_size(type);
+  if (type_size == 0) throw std::runtime_error("HDF5: dataset " + name + ": values of no size");
+  uint64_t count = 1, bytes = type_size, values_bytes = sizeof(double);
+  for (const hsize_t d : dims)
+    if (__builtin_mul_overflow(count, uint64_t(d), &count) || count > SIZE_MAX / 8)
+      throw std::runtime_error("HDF5: dataset " + name + ": its shape holds more values than memory can");
+  if (__builtin_mul_overflow(bytes, count, &bytes))
+    throw std::runtime_error("HDF5: dataset " + name + ": its shape holds more values than memory can");
+  values_bytes *= count;  // count ≤ SIZE_MAX / 8
+  if (count == 0) return 0;
+  Handle props(H5Dget_create_plist(ds), H5Pclose, "get properties of " + name);
+  const H5D_layout_t layout = H5Pget_layout(props);
+  const uint64_t stored = H5Dget_storage_size(ds);
+  if ((layout == H5D_COMPACT || (layout == H5D_CONTIGUOUS && stored != 0)) && stored != bytes)
+    throw std::runtime_error("HDF5: dataset " + name + ": " + std::to_string(stored) +
+                             " bytes stored for " + std::to_string(count) + " values of " +
+                             std::to_string(type_size) + " bytes");
+  if (values_bytes > (uint64_t(1) << 20) && values_bytes / 1024 > stored)
+    throw std::runtime_error("HDF5: dataset " + name + ": " + std::to_string(count) +
+                             " values, more than its " + std::to_string(stored) +
+                             " bytes in the file can hold");
+  return size_t(count);
+}
+
 template <class T>
 std::vector<T> read_all(hid_t group, const std::string& name, hid_t mem_type) {
-  size_t count = 1;
-  for (const auto d : dataset_dims(group, name)) count *= size_t(d);
-  std::vector<T> out(count);
   Handle ds(H5Dopen2(group, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
-  if (count) check(H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "read " + name);
+  std::vector<T> out(checked_count(ds, name));
+  if (!out.empty()) check(H5Dread(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "read " + name);
   return out;
 }
 }  // namespace

@@ -135,3 +135,56 @@ TEST(FuzzRunFile, MatrixOfTheWrongRankIsRefused) {
             std::string::npos)
       << message;
 }
+
+// Found: a compact dataset whose stored data is shorter than its shape (one byte of the layout
+// message changed) made libhdf5 1.10 copy past its buffer (SEGV in H5VM_memcpyvv under
+// H5D__contig_read). The reader now checks the stored size against the shape first.
+TEST(FuzzRunFile, CompactDataShorterThanItsShapeIsRefused) {
+  test_support::TempDir dir;
+  const std::vector<double> loss = {1.5, 2.5, 3.5, 4.5};
+  const auto path = damaged_run(dir, [&](hid_t file) {
+    const hsize_t n = loss.size();
+    Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, "space");
+    Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "properties");
+    ASSERT_GE(H5Pset_layout(props, H5D_COMPACT), 0);
+    replace_dataset(file, "train", "loss", space, props, loss.data());
+  });
+  // The layout message (version 3, class 0 = compact, 2-byte size, the data): 32 bytes → 8.
+  std::vector<char> bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::vector<char> message = {3, 0, 32, 0};
+  message.resize(4 + 32);
+  std::memcpy(message.data() + 4, loss.data(), 32);
+  const auto at = std::search(bytes.begin(), bytes.end(), message.begin(), message.end());
+  ASSERT_NE(at, bytes.end()) << "no compact layout message holding the data";
+  at[2] = 8;
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  const std::string error = read_error(path);
+  EXPECT_NE(error.find(path + ": /train: HDF5: dataset loss: 8 bytes stored for 4 values of 8 bytes"),
+            std::string::npos)
+      << error;
+}
+
+// Found: a dataset's shape was trusted to size the buffer it is read into: a shape of 2^40 values
+// with nothing stored (chunks never written read as fill values) asked for 8 TiB, and a shape whose
+// product overflows would size it too small. Now refused by what the file can hold.
+TEST(FuzzRunFile, ShapeLargerThanTheFileCanHoldIsRefused) {
+  test_support::TempDir dir;
+  const auto path = damaged_run(dir, [](hid_t file) {
+    const hsize_t n = hsize_t(1) << 40, max = H5S_UNLIMITED, chunk = 1024;
+    Handle space(H5Screate_simple(1, &n, &max), H5Sclose, "space");
+    Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "properties");
+    ASSERT_GE(H5Pset_chunk(props, 1, &chunk), 0);
+    replace_dataset(file, "train", "seconds", space, props, nullptr);
+  });
+  const std::string error = read_error(path);
+  EXPECT_NE(error.find(path + ": /train: HDF5: dataset seconds: 1099511627776 values, more than its 0 bytes"),
+            std::string::npos)
+      << error;
+}
