@@ -197,6 +197,14 @@ RunRecord read_record(hid_t file, std::string& where) {
   r.train.lr = h5::read_doubles(train, "lr");
   r.train.grad_norm = h5::read_doubles(train, "grad_norm");
   r.train.seconds = h5::read_doubles(train, "seconds");
+  // One row per step in every column: the record's readers index them all by step.
+  for (const size_t n : {r.train.tokens.size(), r.train.loss.size(), r.train.lr.size(),
+                         r.train.grad_norm.size(), r.train.seconds.size()})
+    if (n != r.train.step.size())
+      throw std::runtime_error(fmt::format(
+          "columns of different lengths: step {}, tokens {}, loss {}, lr {}, grad_norm {}, seconds {}",
+          r.train.step.size(), r.train.tokens.size(), r.train.loss.size(), r.train.lr.size(),
+          r.train.grad_norm.size(), r.train.seconds.size()));
 
   where = "/eval";
   Handle eval = h5::open_group(file, "eval");
@@ -221,6 +229,15 @@ RunRecord read_record(hid_t file, std::string& where) {
     }
     rows.position_loss = read_matrix(g, "position_loss");
     rows.score_std = read_matrix(g, "score_std");
+    // One row per validation (the matrices at most one each); a loss_se or windows column of
+    // another length (a record written without them) reads as unknown, as a missing one does.
+    if (rows.loss.size() != rows.step.size() || rows.position_loss.size() > rows.step.size() ||
+        rows.score_std.size() > rows.step.size())
+      throw std::runtime_error(fmt::format(
+          "columns of different lengths: step {}, loss {}, position_loss {}, score_std {}", rows.step.size(),
+          rows.loss.size(), rows.position_loss.size(), rows.score_std.size()));
+    if (rows.loss_se.size() != rows.step.size()) rows.loss_se.assign(rows.step.size(), std::nan(""));
+    if (rows.windows.size() != rows.step.size()) rows.windows.assign(rows.step.size(), 0);
     if (h5::exists(g, "attention")) rows.attention = read_group(g, "attention");
     r.eval[h5::read_int_attr(g, "context")] = std::move(rows);
   }

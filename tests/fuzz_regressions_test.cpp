@@ -136,6 +136,22 @@ TEST(FuzzRunFile, MatrixOfTheWrongRankIsRefused) {
       << message;
 }
 
+// Found by the fuzz target's record check (columns of one length): a /train column of 3 rows for
+// 4 steps was returned as read, and every reader of a record indexes the columns by step.
+TEST(FuzzRunFile, ColumnsOfDifferentLengthsAreRefused) {
+  test_support::TempDir dir;
+  const auto path = damaged_run(dir, [](hid_t file) {
+    const hsize_t n = 3;
+    const double lr[3] = {1, 1, 1};
+    Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, "space");
+    replace_dataset(file, "train", "lr", space, H5P_DEFAULT, lr);
+  });
+  const std::string message = read_error(path);
+  EXPECT_NE(message.find(path + ": /train: columns of different lengths: step 4, tokens 4, loss 4, lr 3,"),
+            std::string::npos)
+      << message;
+}
+
 // Found: a compact dataset whose stored data is shorter than its shape (one byte of the layout
 // message changed) made libhdf5 1.10 copy past its buffer (SEGV in H5VM_memcpyvv under
 // H5D__contig_read). The reader now checks the stored size against the shape first.
