@@ -204,3 +204,39 @@ TEST(FuzzRunFile, ShapeLargerThanTheFileCanHoldIsRefused) {
             std::string::npos)
       << error;
 }
+
+namespace {
+
+const std::string kRegressions = std::string(HARNESS_TEST_DATA) + "/fuzz-regressions";
+
+// What a loader threw: its type must be harness::InputError, its message is returned.
+template <class Load>
+std::string input_error(Load load) {
+  try {
+    load();
+  } catch (const harness::InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw " << typeid(e).name() << ", not harness::InputError: " << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "the input loaded";
+  return "";
+}
+
+}  // namespace
+
+// Found: a number of ~40 000 digits overflowed the stack in std::regex_match (libstdc++'s
+// executor recurses once per character): parse_int, and parse_context_value's relative form.
+TEST(FuzzConfig, VeryLongNumberFailsAtItsKey) {
+  const std::string digits(50000, '1');
+  const std::string steps = input_error(
+      [&] { harness::config::load_run_config_text("train:\n  steps: " + digits + "\n", "long.yaml"); });
+  EXPECT_NE(steps.find("long.yaml:2:10: train.steps: expected an integer"), std::string::npos) << steps.substr(0, 200);
+  EXPECT_NE(steps.find("(50000 characters)"), std::string::npos) << steps.substr(0, 200);
+  EXPECT_LT(steps.size(), 400u);  // the value is not repeated whole
+  const std::string tau = input_error(
+      [&] { harness::config::load_run_config_text("attention:\n  tau: " + digits + "L\n", "long.yaml"); });
+  EXPECT_NE(tau.find("long.yaml:2:8: attention.tau: expected"), std::string::npos) << tau.substr(0, 200);
+  EXPECT_NE(tau.find("(50001 characters)"), std::string::npos) << tau.substr(0, 200);
+}

@@ -64,10 +64,25 @@ const YAML::Node& require_scalar(const YAML::Node& n, const Location& at, const 
   return n;
 }
 
+namespace {
+
+// Longer than any number or context value (libstdc++'s std::regex recurses once per character:
+// a scalar of ~40 000 digits overflowed the stack). Longer scalars fail before the regex.
+constexpr size_t kMaxNumberLength = 256;
+
+void require_short(const std::string& s, const Location& at, const std::string& key,
+                   const std::string& expected) {
+  if (s.size() > kMaxNumberLength)
+    fail(at, key, fmt::format("expected {}, got '{}…' ({} characters)", expected, s.substr(0, 32), s.size()));
+}
+
+}  // namespace
+
 int64_t parse_int(const YAML::Node& n, const Location& at, const std::string& key,
                   const std::string& expected) {
   require_scalar(n, at, key, expected);
   const std::string& s = n.Scalar();
+  require_short(s, at, key, expected);
   static const std::regex int_re(R"(^[+-]?[0-9]+$)");
   if (!std::regex_match(s, int_re)) fail(at, key, fmt::format("expected {}, got '{}'", expected, s));
   try {
@@ -91,6 +106,7 @@ double parse_double(const YAML::Node& n, const Location& at, const std::string& 
                     const std::string& expected) {
   require_scalar(n, at, key, expected);
   const std::string& s = n.Scalar();
+  require_short(s, at, key, expected);
   static const std::regex num_re(R"(^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$)");
   if (!std::regex_match(s, num_re)) fail(at, key, fmt::format("expected {}, got '{}'", expected, s));
   return to_double(s, at, key, expected);
@@ -104,6 +120,7 @@ ContextValue parse_context_value(const YAML::Node& n, const Location& at, const 
       R"(^\s*([0-9]+\.?[0-9]*|\.[0-9]+)?\s*\*?\s*L\s*(/\s*([0-9]+\.?[0-9]*|\.[0-9]+))?\s*$)");
   std::smatch m;
   const std::string s = n.Scalar();
+  require_short(s, at, key, expected);
   if (std::regex_match(s, m, rel_re)) {
     double coefficient = m[1].matched ? to_double(m[1].str(), at, key, expected) : 1.0;
     if (m[3].matched) {
