@@ -114,6 +114,11 @@ std::vector<Axis> parse_axes(const YAML::Node& node, const std::string& section,
 
 std::string read_text_file(const std::string& path, const Location& at, const std::string& key,
                            const std::string& what) {
+  // A directory opens and reads as "" (an empty config: every default); /dev/zero never ends.
+  std::error_code ec;
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec))
+    fail(at, key, fmt::format("{} '{}' is {}, not a file", what, path,
+                              fs::is_directory(path, ec) ? "a directory" : "a device, pipe or socket"));
   std::ifstream in(path);
   if (!in)
     fail(at, key, fmt::format("{} '{}' {}", what, path,

@@ -240,3 +240,17 @@ TEST(FuzzConfig, VeryLongNumberFailsAtItsKey) {
   EXPECT_NE(tau.find("long.yaml:2:8: attention.tau: expected"), std::string::npos) << tau.substr(0, 200);
   EXPECT_NE(tau.find("(50001 characters)"), std::string::npos) << tau.substr(0, 200);
 }
+
+// Found: `base:` naming a directory opened and read as "", an empty config: the sweep ran every
+// default instead of failing (and a base of /dev/zero would be read forever).
+TEST(FuzzConfig, BaseThatIsNotAFileIsRefused) {
+  const std::string path = kRegressions + "/config/base-directory.yaml";
+  const std::string message = input_error([&] { harness::sweeps::load_sweep(path); });
+  EXPECT_NE(message.find(path + ":3:7: base: config file '" + kRegressions + "/config/.' is a directory, not a file"),
+            std::string::npos)
+      << message;
+  const std::string device = input_error(
+      [&] { harness::sweeps::load_sweep_text("base: /dev/zero\n", kRegressions + "/config/device.yaml"); });
+  EXPECT_NE(device.find("config file '/dev/zero' is a device, pipe or socket, not a file"), std::string::npos)
+      << device;
+}
