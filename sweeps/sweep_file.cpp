@@ -359,6 +359,41 @@ void check_axes(const Sweep& sweep, const config::LoadedConfig& base) {
 }
 
 // The points of the sweep, each a list of settings over the base.
+// The most runs a sweep may expand to: each is a training run (minutes to days); far more is a
+// mistake (a list in the wrong place, an axis pasted twice), and expanding it would take minutes
+// and gigabytes before saying anything (2.6 KB and ~40 µs a run: 30⁴ runs took 30 s and 2 GB).
+constexpr size_t kMaxRuns = 10000;
+
+void check_run_count(const Sweep& sweep, const std::string& source) {
+  // As expand() counts them, saturating: (grid product × zip length + explicit runs) × seeds.
+  const auto times = [](size_t a, size_t b) { return b != 0 && a > kMaxRuns / b ? kMaxRuns + 1 : a * b; };
+  const bool product = !sweep.grid.empty() || !sweep.zip.empty() || sweep.explicit_runs.empty();
+  size_t points = product ? 1 : 0;
+  std::vector<std::string> factors;
+  for (const auto& a : sweep.grid) {
+    points = times(points, a.values.size());
+    factors.push_back(fmt::format("{} {}", a.key, a.values.size()));
+  }
+  if (!sweep.zip.empty()) {
+    points = times(points, sweep.zip.front().values.size());
+    factors.push_back(fmt::format("zip {}", sweep.zip.front().values.size()));
+  }
+  std::string text = fmt::format("{}", fmt::join(factors, " × "));
+  if (!sweep.explicit_runs.empty()) {
+    points = std::min(points + sweep.explicit_runs.size(), kMaxRuns + 1);
+    text = fmt::format("{}{}runs {}", text, text.empty() ? "" : " + ", sweep.explicit_runs.size());
+  }
+  if (!sweep.seeds.values.empty()) {
+    points = times(points, sweep.seeds.values.size());
+    const bool sum_or_product = factors.size() > 1 || !sweep.explicit_runs.empty();
+    text = fmt::format("{}seeds {}", text.empty() ? "" : (sum_or_product ? "(" + text + ") × " : text + " × "),
+                       sweep.seeds.values.size());
+  }
+  if (points > kMaxRuns)
+    throw InputError(fmt::format("{}: the sweep expands to more than {} runs ({}); split it into "
+                                 "smaller sweeps", source, kMaxRuns, text));
+}
+
 std::vector<std::vector<Setting>> expand(const Sweep& sweep) {
   // Expansion, in plan order: grid (first key outermost) × zip × seeds, then each explicit run
   // × seeds. The grid product is the base alone when there is no grid or zip; a sweep of only
@@ -475,6 +510,7 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
   auto sections = parse_sections(root, source);
   const config::LoadedConfig base = parse_axes_and_base(sections, source, sweep);
   check_axes(sweep, base);
+  check_run_count(sweep, source);
   resolve_runs(expand(sweep), base, source, sweep);
   sweep.varying_keys = varying_keys(sweep);
   return sweep;

@@ -254,3 +254,12 @@ TEST(FuzzConfig, BaseThatIsNotAFileIsRefused) {
   EXPECT_NE(device.find("config file '/dev/zero' is a device, pipe or socket, not a file"), std::string::npos)
       << device;
 }
+
+// Found: a grid of 30 values on each of four keys expanded 810 000 runs (30 s, 2 GB) before
+// anything was said. Refused from the axes' sizes, before expanding.
+TEST(FuzzConfig, SweepOfTooManyRunsIsRefusedBeforeExpanding) {
+  const std::string path = kRegressions + "/config/too-many-runs.yaml";
+  const std::string message = input_error([&] { harness::sweeps::load_sweep(path); });
+  EXPECT_EQ(message, path + ": the sweep expands to more than 10000 runs (train.seed 30 × model.layers 30 × "
+                            "model.d_model 30 × train.steps 30); split it into smaller sweeps");
+}
