@@ -141,8 +141,22 @@ void write_double_attr(hid_t obj, const std::string& name, double value) {
   check(H5Awrite(attr, H5T_NATIVE_DOUBLE, &value), "write attribute " + name);
 }
 
-double read_double_attr(hid_t obj, const std::string& name) {
+namespace {
+// Opens attribute `name`, which must hold one value (a scalar, or a simple space of one element):
+// the readers below read into room for one, and HDF5 writes every element it holds.
+Handle open_single_attr(hid_t obj, const std::string& name) {
   Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
+  Handle space(H5Aget_space(attr), H5Sclose, "get space of attribute " + name);
+  const hssize_t values = H5Sget_simple_extent_npoints(space);
+  if (values != 1)
+    throw std::runtime_error("attribute " + name + ": " + (values < 0 ? "an unreadable space" : std::to_string(values) + " values") +
+                             ", not one");
+  return attr;
+}
+}  // namespace
+
+double read_double_attr(hid_t obj, const std::string& name) {
+  Handle attr = open_single_attr(obj, name);
   double v = 0;
   check(H5Aread(attr, H5T_NATIVE_DOUBLE, &v), "read attribute " + name);
   return v;
@@ -174,8 +188,9 @@ Attribute read_attribute(hid_t obj, const std::string& name) {
 }
 
 std::string read_string_attr(hid_t obj, const std::string& name) {
-  Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
+  Handle attr = open_single_attr(obj, name);
   Handle file_type(H5Aget_type(attr), H5Tclose, "get attribute type");
+  if (H5Tget_class(file_type) != H5T_STRING) throw std::runtime_error("attribute " + name + ": not a string");
   if (H5Tis_variable_str(file_type) > 0) {
     Handle type = utf8_string_type();
     char* ptr = nullptr;
@@ -192,7 +207,7 @@ std::string read_string_attr(hid_t obj, const std::string& name) {
 }
 
 int64_t read_int_attr(hid_t obj, const std::string& name) {
-  Handle attr(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose, "open attribute " + name);
+  Handle attr = open_single_attr(obj, name);
   int64_t v = 0;
   check(H5Aread(attr, H5T_NATIVE_INT64, &v), "read attribute " + name);
   return v;

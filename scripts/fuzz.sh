@@ -146,6 +146,53 @@ run: {checkpoint_every: 2, threads: 1, out_dir: '$gen/runs'}"
     } >"$gen/log" 2>&1 || { say "making the run file seeds failed ($HARNESS): see $gen/log"; tail -5 "$gen/log"; exit 1; }
     for r in done stopped noeval base needle analysed; do cp "$gen/runs/$r/run.h5" "$seeds/$r.h5"; done
     cp "$gen/theory-entropy.h5" "$seeds/"
+    # The same run as h5py users may rewrite it (layouts our writer never makes), when the
+    # project's Python is there: compressed, compact and float32 columns, fixed-length strings,
+    # attributes of several values, HDF5's newest object headers (dense attribute storage).
+    if [ -x .venv/bin/python ]; then
+      .venv/bin/python - "$seeds/done.h5" "$seeds" <<'PY' >>"$gen/log" 2>&1 || say "h5py seeds skipped (see $gen/log)"
+import sys, h5py, numpy as np
+src, out = sys.argv[1], sys.argv[2]
+def variant(name, edit, **kw):
+    path = f"{out}/h5py-{name}.h5"
+    with h5py.File(src, "r") as a, h5py.File(path, "w", **kw) as b:
+        for k, v in a.attrs.items(): b.attrs[k] = v
+        for key in a: a.copy(a[key], b, name=key)
+        edit(b)
+def rewrite(f, group, layout=None, **kw):
+    for name in list(f[group]):
+        data, attrs = f[group][name][()], dict(f[group][name].attrs)
+        del f[group][name]
+        if layout is None:
+            f[group].create_dataset(name, data=data, **kw)
+        else:
+            dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+            dcpl.set_layout(layout)
+            space = h5py.h5s.create_simple(data.shape)
+            h5py.h5d.create(f[group].id, name.encode(), h5py.h5t.py_create(data.dtype), space,
+                            dcpl=dcpl).write(h5py.h5s.ALL, h5py.h5s.ALL, data)
+        for k, v in attrs.items(): f[group][name].attrs[k] = v
+variant("gzip", lambda f: rewrite(f, "train", compression="gzip", shuffle=True, chunks=True))
+variant("compact", lambda f: rewrite(f, "train", layout=h5py.h5d.COMPACT))
+variant("contiguous", lambda f: rewrite(f, "train", layout=h5py.h5d.CONTIGUOUS))
+def float32(f):
+    for name in ["loss", "lr", "seconds"]:
+        data = f["train"][name][()].astype(np.float32); del f["train"][name]; f["train"][name] = data
+variant("float32", float32)
+def fixed_strings(f):
+    for k, v in list(f["config"].attrs.items()):
+        if isinstance(v, str): f["config"].attrs[k] = np.bytes_(v.encode())
+    f["status"].attrs["state"] = np.bytes_(b"done")
+variant("fixed-strings", fixed_strings)
+def arrays(f):
+    f["status"].attrs["step"] = np.array([4, 4], dtype=np.int64)
+    f["status"].attrs["reason"] = np.array(["a", "b"], dtype=h5py.string_dtype())
+variant("attribute-arrays", arrays)
+def dense(f):
+    for i in range(40): f["config"].attrs[f"extra{i}"] = i
+variant("latest-dense", dense, libver="latest")
+PY
+    fi
     touch "$seeds/.complete"
   fi
   find tests/data -name '*.h5' -exec cp {} "$seeds/" \;

@@ -152,6 +152,39 @@ TEST(FuzzRunFile, ColumnsOfDifferentLengthsAreRefused) {
       << message;
 }
 
+// Found with h5py-edited seeds (f["status"].attrs["step"] = [1, 2, 3, 4]): an attribute of more
+// than one value was read into room for one, and HDF5 wrote them all (ASan: stack-buffer-overflow
+// in read_int_attr and read_string_attr). Every attribute read now holds exactly one value.
+TEST(FuzzRunFile, AttributeOfManyValuesIsRefused) {
+  test_support::TempDir dir;
+  const auto step = damaged_run(dir, [](hid_t file) {
+    Handle status(H5Gopen2(file, "status", H5P_DEFAULT), H5Gclose, "open status");
+    ASSERT_GE(H5Adelete(status, "step"), 0);
+    const hsize_t n = 4;
+    const int64_t values[4] = {1, 2, 3, 4};
+    Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, "space");
+    Handle attr(H5Acreate2(status, "step", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, "step");
+    ASSERT_GE(H5Awrite(attr, H5T_NATIVE_INT64, values), 0);
+  });
+  std::string message = read_error(step);
+  EXPECT_NE(message.find(step + ": /status: attribute step: 4 values, not one"), std::string::npos) << message;
+
+  test_support::TempDir dir2;
+  const auto state = damaged_run(dir2, [](hid_t file) {
+    Handle status(H5Gopen2(file, "status", H5P_DEFAULT), H5Gclose, "open status");
+    ASSERT_GE(H5Adelete(status, "state"), 0);
+    const hsize_t n = 3;
+    const char* values[3] = {"done", "done", "done"};
+    Handle type(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
+    ASSERT_GE(H5Tset_size(type, H5T_VARIABLE), 0);
+    Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, "space");
+    Handle attr(H5Acreate2(status, "state", type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, "state");
+    ASSERT_GE(H5Awrite(attr, type, values), 0);
+  });
+  message = read_error(state);
+  EXPECT_NE(message.find(state + ": /status: attribute state: 3 values, not one"), std::string::npos) << message;
+}
+
 // Found: a compact dataset whose stored data is shorter than its shape (one byte of the layout
 // message changed) made libhdf5 1.10 copy past its buffer (SEGV in H5VM_memcpyvv under
 // H5D__contig_read). The reader now checks the stored size against the shape first.
