@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "harness/common/did_you_mean.h"
 #include "harness/common/errors.h"
 #include "results/run_file.h"
 #include "results/run_paths.h"
@@ -122,7 +123,7 @@ std::string read_text_file(const std::string& path, const Location& at, const st
   std::ifstream in(path);
   if (!in)
     fail(at, key, fmt::format("{} '{}' {}", what, path,
-                              fs::exists(path) ? "cannot be read" : "not found"));
+                              fs::exists(path, ec) ? "cannot be read" : "not found"));
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
@@ -161,13 +162,16 @@ std::string settings_text(const std::vector<Setting>& settings) {
 // <sweep dir>/<id>, unless only a directory named by a first-scheme id holds the run (results
 // written before unread keys left the identity): then that one, a done run first.
 std::string find_run_dir(const std::string& sweep_dir, const PlannedRun& run) {
+  // error_code overloads: a path the system refuses (a component over NAME_MAX: "File name too
+  // long") is a directory that does not exist yet, not an exception out of loading.
+  std::error_code ec;
   const fs::path current = fs::path(sweep_dir) / run.id;
-  if (fs::exists(current)) return current.string();
+  if (fs::exists(current, ec)) return current.string();
   std::string found;
   for (const auto& legacy_id : run.legacy_ids) {
     const fs::path dir = fs::path(sweep_dir) / legacy_id;
     const results::RunPaths paths(dir.string());
-    if (legacy_id == run.id || !fs::exists(paths.results)) continue;
+    if (legacy_id == run.id || !fs::exists(paths.results, ec)) continue;
     try {
       if (results::read_run_file(paths.results).state == results::RunState::kDone) return dir.string();
     } catch (const std::exception&) {
@@ -218,11 +222,8 @@ std::map<std::string, YAML::Node> parse_sections(const YAML::Node& root, const s
     const auto& known = sweep_keys();
     if (std::find(known.begin(), known.end(), key) == known.end()) {
       std::string msg = fmt::format("{}: unknown key '{}'", at.str(), key);
-      std::string best;
-      size_t best_d = std::max<size_t>(2, key.size() / 3) + 1;
-      for (const auto& k : known)
-        if (const size_t d = config::edit_distance(key, k); d < best_d) best = k, best_d = d;
-      if (!best.empty()) msg += fmt::format(" — did you mean '{}'?", best);
+      if (const auto close = harness::did_you_mean(key, known); !close.empty())
+        msg += fmt::format(" — did you mean '{}'?", close.front());
       if (config::find_key(key) || config::is_section(key))
         msg += " Config keys go under 'base:' (fixed for every run) or 'grid:' / 'zip:' (varied)";
       msg += fmt::format("; valid keys of a sweep: {}", fmt::join(known, ", "));
@@ -518,8 +519,9 @@ Sweep load_sweep_text(const std::string& text, const std::string& source) {
 
 Sweep load_sweep(const std::string& path) {
   std::ifstream in(path);
+  std::error_code ec;
   if (!in)
-    throw InputError(fmt::format("{}: sweep file {}", path, fs::exists(path) ? "cannot be read" : "not found"));
+    throw InputError(fmt::format("{}: sweep file {}", path, fs::exists(path, ec) ? "cannot be read" : "not found"));
   std::stringstream text;
   text << in.rdbuf();
   return load_sweep_text(text.str(), path);

@@ -6,6 +6,7 @@
 
 #include "harness/config/engine_options.h"
 #include "harness/config/schema.h"
+#include "harness/common/did_you_mean.h"
 #include "harness/common/errors.h"
 
 using harness::InputError;
@@ -275,4 +276,18 @@ TEST(Config, NamesAreSinglePathComponents) {
     EXPECT_EQ(std::string(e.what()).rfind("-rf.yaml: name: the run would be named '-rf' after its file", 0), 0u) << e.what();
   }
   EXPECT_EQ(load_run_config_text("name: ok\n", "-rf.yaml", "-rf").config.name, "ok");
+}
+
+// One rule for every "did you mean": a misspelt name within max(2, n/3) edits of its last
+// component, or the right last component in another section; closest first.
+TEST(DidYouMean, OneRuleForEveryName) {
+  const std::vector<std::string> keys = {"train.steps", "train.seed", "eval.every", "model.layers"};
+  EXPECT_EQ(harness::did_you_mean("train.stpes", keys), (std::vector<std::string>{"train.steps"}));
+  EXPECT_EQ(harness::did_you_mean("steps", keys), (std::vector<std::string>{"train.steps"}));  // wrong section
+  EXPECT_EQ(harness::did_you_mean("eval.steps", keys), (std::vector<std::string>{"train.steps"}));
+  EXPECT_EQ(harness::did_you_mean("train.sed", keys), (std::vector<std::string>{"train.seed"}));
+  EXPECT_TRUE(harness::did_you_mean("optimiser", keys).empty());
+  EXPECT_EQ(harness::edit_distance("kitten", "sitting"), 3u);
+  EXPECT_EQ(harness::did_you_mean("grdi", {"base", "grid", "zip", "seeds", "runs", "name"}),
+            (std::vector<std::string>{"grid"}));
 }

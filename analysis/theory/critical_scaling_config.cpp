@@ -15,6 +15,7 @@
 
 #include "harness/config/schema.h"
 #include "harness/config/yaml_values.h"
+#include "harness/common/did_you_mean.h"
 #include "harness/common/errors.h"
 
 namespace analysis {
@@ -98,13 +99,8 @@ struct Parser {
         throw InputError(fmt::format("{}: duplicate key '{}'", where.str(), path));
       if (std::find(valid.begin(), valid.end(), name) != valid.end()) continue;
       std::string msg = fmt::format("{}: unknown key '{}'", where.str(), path);
-      std::string best;
-      size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;
-      for (const auto& v : valid) {
-        const size_t dist = harness::config::edit_distance(name, v);
-        if (dist < best_distance) best_distance = dist, best = v;
-      }
-      if (!best.empty()) msg += fmt::format(" — did you mean '{}'?", best);
+      if (const auto close = harness::did_you_mean(name, valid); !close.empty())
+        msg += fmt::format(" — did you mean '{}'?", close.front());
       msg += fmt::format("; valid keys{}: {}", prefix.empty() ? "" : " in '" + prefix + "'",
                          fmt::join(valid, ", "));
       throw InputError(msg);

@@ -44,13 +44,15 @@ struct KeySpec {
 [[noreturn]] void fail_at(const Location& at, const std::string& key, const std::string& what);
 // Run and sweep names name a results directory (<run.out_dir>/<name>/): one path component of
 // letters, digits, '.', '_' and '-' that starts with a letter or digit (so no '/', '..', NUL or
-// leading '-'). kNameRule says so in error messages.
+// leading '-'), of at most 255 characters (NAME_MAX). kNameRule says so in error messages.
+inline constexpr size_t kMaxNameLength = 255;
 bool is_valid_name(const std::string& name);
 // What a run config's `name` may hold: such a name, or <sweep name>/<run id> (16 hex digits), the
 // name a sweep gives each of its runs (and which their stored configs carry).
 bool is_valid_run_name(const std::string& name);
 inline constexpr const char* kNameRule =
-    "a name of letters, digits, '.', '_' or '-' starting with a letter or digit (it names the results directory)";
+    "a name of letters, digits, '.', '_' or '-' starting with a letter or digit, at most 255 characters "
+    "(it names the results directory)";
 
 // How a YAML value reads in an error message: 'text', a list, a mapping, or nothing.
 std::string describe(const YAML::Node& node);
@@ -65,8 +67,6 @@ const KeySpec* find_key(const std::string& path);
 
 // Whether `prefix` names a section of keys ("attention" for attention.tau, ...).
 bool is_section(const std::string& prefix);
-// Levenshtein distance, for "did you mean" suggestions.
-size_t edit_distance(const std::string& a, const std::string& b);
 // Closest valid key paths to `path` (edit distance), best first; empty when nothing is close.
 std::vector<std::string> did_you_mean(const std::string& path);
 

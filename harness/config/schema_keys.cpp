@@ -14,6 +14,7 @@
 #include "attention/method.h"
 #include "harness/config/engine_options.h"
 #include "harness/config/yaml_values.h"
+#include "harness/common/did_you_mean.h"
 #include "harness/common/errors.h"
 
 namespace harness::config {
@@ -476,12 +477,6 @@ std::vector<KeySpec> build_schema() {
   return s;
 }
 
-
-std::string last_component(const std::string& path) {
-  const auto dot = path.rfind('.');
-  return dot == std::string::npos ? path : path.substr(dot + 1);
-}
-
 }  // namespace
 
 bool is_section(const std::string& prefix) {
@@ -504,21 +499,9 @@ const KeySpec* find_key(const std::string& path) {
 }
 
 std::vector<std::string> did_you_mean(const std::string& path) {
-  std::vector<std::pair<size_t, std::string>> scored;
-  const std::string leaf = last_component(path);
-  for (const auto& k : schema()) {
-    // A misspelt leaf in the right section, or a right leaf in the wrong section.
-    const size_t full = edit_distance(path, k.path);
-    const size_t by_leaf = edit_distance(leaf, last_component(k.path)) + (leaf == path ? 0 : 1);
-    const size_t d = std::min(full, by_leaf);
-    const size_t limit = std::max<size_t>(2, leaf.size() / 3);
-    if (d <= limit) scored.emplace_back(d, k.path);
-  }
-  std::stable_sort(scored.begin(), scored.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<std::string> out;
-  for (auto& s : scored) out.push_back(std::move(s.second));
-  return out;
+  std::vector<std::string> paths;
+  for (const auto& k : schema()) paths.push_back(k.path);
+  return harness::did_you_mean(path, paths);
 }
 
 std::string schema_reference() {

@@ -1,7 +1,7 @@
 // One home for reading YAML values with their place in the file: the scalar parsers every config
 // file uses (run configs and sweeps through the key table, the critical-scaling file), each failing
-// with "file:line:column: key: expected …, got …". Location, fail_at, describe,
-// parse_context_value and edit_distance are declared in schema.h and defined with these.
+// with "file:line:column: key: expected …, got …". Location, fail_at, describe and
+// parse_context_value are declared in schema.h and defined with these.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
