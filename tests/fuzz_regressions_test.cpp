@@ -296,3 +296,26 @@ TEST(FuzzConfig, SweepOfTooManyRunsIsRefusedBeforeExpanding) {
   EXPECT_EQ(message, path + ": the sweep expands to more than 10000 runs (train.seed 30 × model.layers 30 × "
                             "model.d_model 30 × train.steps 30); split it into smaller sweeps");
 }
+
+// Found by fuzz_config: a sweep named with 300 characters (one path component over NAME_MAX) threw
+// std::filesystem::filesystem_error ("File name too long") out of load_sweep_text, from looking
+// for its run directories. A name holds at most 255 characters, refused at its key; a run.out_dir
+// the system refuses is a directory that does not exist yet, not an exception.
+TEST(FuzzConfig, OverlongNameIsRefusedAndLongPathsDoNotThrow) {
+  const std::string source = kRegressions + "/config/long.yaml";
+  const std::string name(300, 'a');
+  const std::string sweep = input_error([&] { harness::sweeps::load_sweep_text("name: " + name + "\n", source); });
+  EXPECT_NE(sweep.find(source + ":1:7: name: expected a name of letters, digits, '.', '_' or '-' starting with a "
+                                "letter or digit, at most 255 characters"),
+            std::string::npos)
+      << sweep;
+  const std::string run =
+      input_error([&] { harness::config::load_run_config_text("name: " + name + "\n", source); });
+  EXPECT_NE(run.find(source + ":1:7: name: expected a name"), std::string::npos) << run;
+  // 255 characters is a name; an out_dir with an overlong component loads (the run directory is
+  // made, and fails, only when a run starts).
+  const auto ok = harness::sweeps::load_sweep_text(
+      "name: " + std::string(255, 'b') + "\nbase: {run: {out_dir: /tmp/" + name + "}}\n", source);
+  ASSERT_EQ(ok.runs.size(), 1u);
+  EXPECT_EQ(ok.runs[0].run_dir, "/tmp/" + name + "/" + std::string(255, 'b') + "/" + ok.runs[0].id);
+}

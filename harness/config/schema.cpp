@@ -189,7 +189,8 @@ void resolve_and_validate(LoadedConfig& loaded) {
 }
 
 bool is_valid_name(const std::string& name) {
-  if (name.empty() || !std::isalnum(static_cast<unsigned char>(name[0]))) return false;
+  if (name.empty() || name.size() > kMaxNameLength || !std::isalnum(static_cast<unsigned char>(name[0])))
+    return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
   });
@@ -227,7 +228,8 @@ LoadedConfig load_run_config_text(const std::string& yaml_text, const std::strin
 LoadedConfig load_run_config(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    const bool exists = std::filesystem::exists(path);
+    std::error_code ec;
+    const bool exists = std::filesystem::exists(path, ec);
     throw InputError(fmt::format("{}: {}", path, exists ? "cannot read the config file"
                                                         : "config file not found"));
   }
