@@ -11,6 +11,7 @@
 #include "attention/method.h"
 #include "attention/score_mod.h"
 #include "attention/statistics.h"
+#include "attention/transforms.h"
 #include "results/attention_group.h"
 #include "results/hdf5_io.h"
 
@@ -245,7 +246,8 @@ void put_lemma1(results::DatasetGroup& g, double tau, const attention::StatsLayo
     double s = 0, var = 0;
     for (int64_t t = a; t < b; ++t) {
       s += 1.0 / (double(t) + tau);
-      const double a2 = 1 + 2 * std::log1p(double(t) / tau), m2 = -4 * std::log1p(double(t) / tau);
+      const double a = attention::scale_invariant_multiplier(tau, t), m = attention::scale_invariant_bias(tau, t);
+      const double a2 = a * a, m2 = 2 * m;
       var += std::exp(m2 + 2 * a2) - std::exp(m2 + a2);
     }
     sum.push_back(std::exp(0.5) * tau * s);
