@@ -52,7 +52,7 @@ bench: build
 	scripts/bench.sh $(BUILD)
 
 # docs/results.md: Table 1 (sweeps/table1.yaml) and the τ ablation at CPU scale, with their figures
-# (about 40 minutes on 2 cores; a rerun skips finished runs).
+# and tau check's calibration (about 70 minutes on 2 cores; a rerun skips finished runs).
 results: deps build-harness
 	scripts/results.sh $(BUILD)
 

@@ -31,6 +31,10 @@ for sweep in table1 tau-ablation; do
 done
 
 mkdir -p "$OUT"
+# How often tau check's interval is wrong (docs/tau-vs-context.md): 360 seeds of one small config,
+# 60 pairs of 3-seed arms of the same τ (about 28 minutes on 2 cores).
+"$HARNESS" sweep run sweeps/tau-check-calibration.yaml --jobs "$JOBS" --threads-per-job 1 --no-live >/dev/null
+"$HARNESS" tau calibrate sweeps/tau-check-calibration.yaml --out "$OUT/tau-check-calibration.md" >/dev/null
 # The IID-logit theory at every τ the two sweeps train (L = 64: L/400, and L/409600 … L/40.96).
 "$HARNESS" theory entropy --tau 0.16 --tau 0.00015625 --tau 0.0015625 --tau 0.015625 --tau 0.15625 \
     --tau 1.5625 --out runs/theory/entropy-results.h5 >/dev/null
