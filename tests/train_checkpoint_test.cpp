@@ -23,6 +23,7 @@
 #include "harness/train/finished_run.h"
 #include "harness/train/trainer.h"
 #include "test_support.h"
+#include "train_support.h"
 
 namespace fs = std::filesystem;
 
@@ -141,15 +142,7 @@ harness::config::LoadedConfig checkpointing_config(const fs::path& cache) {
   return harness::config::load_run_config_text(yaml, "ckpt.yaml", "ckpt");
 }
 
-harness::train::TrainOutcome train_in(const harness::config::LoadedConfig& c, const fs::path& dir,
-                                      bool resume = false, int64_t stop_after = 0) {
-  harness::train::TrainOptions o;
-  o.run_dir = dir.string();
-  o.resume = resume;
-  o.progress_bar = 0;
-  o.stop_after_steps = stop_after;
-  return harness::train::train(c, o);
-}
+using test_support::train_run;
 
 // An uninterrupted run's record, and a run stopped after 10 steps: its checkpoints are steps 8
 // and 10 (every 4, and the stop), the newest 2 of 4, 8, 10.
@@ -159,13 +152,13 @@ struct StoppedRun {
   fs::path dir = tmp.path / "stopped";
   results::RunRecord whole;
   StoppedRun() {
-    EXPECT_EQ(train_in(config, tmp.path / "whole").state, results::RunState::kDone);
+    EXPECT_EQ(train_run(config, tmp.path / "whole").state, results::RunState::kDone);
     whole = results::read_run_file((tmp.path / "whole" / "run.h5").string());
-    EXPECT_EQ(train_in(config, dir, false, 10).state, results::RunState::kInterrupted);
+    EXPECT_EQ(train_run(config, dir, false, 10).state, results::RunState::kInterrupted);
   }
   // Resumes and checks the finished run equals the uninterrupted one, row for row.
   void resume_and_expect_whole() {
-    ASSERT_EQ(train_in(config, dir, true).state, results::RunState::kDone);
+    ASSERT_EQ(train_run(config, dir, true).state, results::RunState::kDone);
     const auto resumed = results::read_run_file((dir / "run.h5").string());
     ASSERT_EQ(resumed.train.step, whole.train.step);
     EXPECT_EQ(resumed.train.loss, whole.train.loss);  // bit for bit
@@ -225,7 +218,7 @@ TEST(Checkpoint, ResumeWithNoGoodCheckpointNamesEveryOneAndWritesNothing) {
     fs::resize_file(run.dir / name, 100);
   const std::string before = file_bytes(run.dir / "run.h5");
   try {
-    train_in(run.config, run.dir, true);
+    train_run(run.config, run.dir, true);
     FAIL() << "resumed without a good checkpoint";
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();

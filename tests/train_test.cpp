@@ -17,6 +17,7 @@
 #include "harness/common/errors.h"
 #include "harness/train/checkpoint.h"
 #include "test_support.h"
+#include "train_support.h"
 #include "results/run_file.h"
 
 namespace fs = std::filesystem;
@@ -42,21 +43,13 @@ harness::config::LoadedConfig tiny_config(int steps, const std::string& method =
   return harness::config::load_run_config_text(yaml, "tiny.yaml", "tiny");
 }
 
-harness::train::TrainOutcome run(const harness::config::LoadedConfig& c, const fs::path& dir,
-                                 bool resume = false, int64_t stop_after = 0) {
-  harness::train::TrainOptions o;
-  o.run_dir = dir.string();
-  o.resume = resume;
-  o.progress_bar = 0;
-  o.stop_after_steps = stop_after;
-  return harness::train::train(c, o);
-}
+using test_support::train_run;
 
 }  // namespace
 
 TEST(Train, LossFallsAndRunFileHasTheDocumentedLayout) {
   const auto dir = scratch("smoke");
-  const auto outcome = run(tiny_config(20), dir);
+  const auto outcome = train_run(tiny_config(20), dir);
   EXPECT_EQ(outcome.state, results::RunState::kDone);
   const auto r = results::read_run_file((dir / "run.h5").string());
   ASSERT_EQ(r.train.step.size(), 20u);
@@ -93,14 +86,14 @@ TEST(Train, LossFallsAndRunFileHasTheDocumentedLayout) {
 TEST(Train, InterruptedAndResumedEqualsUninterrupted) {
   const auto c = tiny_config(12);
   const auto straight_dir = scratch("straight");
-  run(c, straight_dir);
+  train_run(c, straight_dir);
   const auto straight = results::read_run_file((straight_dir / "run.h5").string());
 
   const auto dir = scratch("resumed");
-  const auto first = run(c, dir, false, /*stop_after=*/7);  // last checkpoint at step 5
+  const auto first = train_run(c, dir, false, /*stop_after=*/7);  // last checkpoint at step 5
   EXPECT_EQ(first.state, results::RunState::kInterrupted);
   EXPECT_EQ(first.step, 7);
-  const auto second = run(c, dir, /*resume=*/true);
+  const auto second = train_run(c, dir, /*resume=*/true);
   EXPECT_EQ(second.state, results::RunState::kDone);
   const auto resumed = results::read_run_file((dir / "run.h5").string());
 
@@ -114,7 +107,7 @@ TEST(Train, InterruptedAndResumedEqualsUninterrupted) {
     EXPECT_EQ(resumed.eval.at(T).loss.back(), rows.loss.back());
   }
   // Resuming a finished run does nothing.
-  EXPECT_EQ(run(c, dir, true).state, results::RunState::kDone);
+  EXPECT_EQ(train_run(c, dir, true).state, results::RunState::kDone);
   EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).train.step.size(), 12u);
 }
 
@@ -147,7 +140,7 @@ TEST(Train, NonFiniteLossStopsTheRunAsFailedWithStepAndReason) {
     harness::config::apply_override(c, key, YAML::Load(value), {"test", 0, 0});
   harness::config::resolve_and_validate(c);
   const auto dir = scratch("nan");
-  const auto outcome = run(c, dir);
+  const auto outcome = train_run(c, dir);
   EXPECT_EQ(outcome.state, results::RunState::kFailed);
   EXPECT_GE(outcome.step, 1);
   EXPECT_LT(outcome.step, 20);
@@ -177,12 +170,12 @@ TEST(Train, StepsReadLaterGiveTheSameRecord) {
   harness::config::apply_override(c, "run.log_every", YAML::Load("4"), {"test", 0, 0});
   harness::config::resolve_and_validate(c);
   const auto now_dir = scratch("read-now"), later_dir = scratch("read-later"), resumed_dir = scratch("read-later-resumed");
-  run(c, now_dir);
+  train_run(c, now_dir);
   {
     DeferReads defer;
-    run(c, later_dir);
-    EXPECT_EQ(run(c, resumed_dir, false, /*stop_after=*/7).state, results::RunState::kInterrupted);
-    EXPECT_EQ(run(c, resumed_dir, /*resume=*/true).state, results::RunState::kDone);
+    train_run(c, later_dir);
+    EXPECT_EQ(train_run(c, resumed_dir, false, /*stop_after=*/7).state, results::RunState::kInterrupted);
+    EXPECT_EQ(train_run(c, resumed_dir, /*resume=*/true).state, results::RunState::kDone);
   }
   const auto now = results::read_run_file((now_dir / "run.h5").string());
   for (const auto& dir : {later_dir, resumed_dir}) {
@@ -208,11 +201,11 @@ TEST(Train, StepsReadLaterGiveTheSameRecord) {
     harness::config::apply_override(diverging, key, YAML::Load(value), {"test", 0, 0});
   harness::config::resolve_and_validate(diverging);
   const auto nan_now_dir = scratch("nan-now"), nan_later_dir = scratch("nan-later");
-  const auto at_once = run(diverging, nan_now_dir);
+  const auto at_once = train_run(diverging, nan_now_dir);
   harness::train::TrainOutcome later;
   {
     DeferReads defer;
-    later = run(diverging, nan_later_dir);
+    later = train_run(diverging, nan_later_dir);
   }
   ASSERT_EQ(at_once.state, results::RunState::kFailed);
   EXPECT_EQ(later.state, results::RunState::kFailed);
@@ -225,9 +218,9 @@ TEST(Train, StepsReadLaterGiveTheSameRecord) {
 
 TEST(Train, ExistingRunIsNotOverwrittenSilently) {
   const auto dir = scratch("exists");
-  run(tiny_config(2), dir);
-  EXPECT_THROW(run(tiny_config(2), dir), harness::InputError);
-  EXPECT_THROW(run(tiny_config(3), dir, true), harness::InputError);  // config changed
+  train_run(tiny_config(2), dir);
+  EXPECT_THROW(train_run(tiny_config(2), dir), harness::InputError);
+  EXPECT_THROW(train_run(tiny_config(3), dir, true), harness::InputError);  // config changed
 }
 
 TEST(TrainCli, BadInputExitsTwoAndWritesNothing) {
@@ -275,8 +268,8 @@ TEST(Train, BFloat16MixedPrecisionFollowsFloat32Over100Steps) {
   EXPECT_EQ(harness::config::canonical_text(fp32.config, true).find("train.precision"), std::string::npos);
 
   const auto a_dir = scratch("fp32"), b_dir = scratch("bf16");
-  ASSERT_EQ(run(fp32, a_dir).state, results::RunState::kDone);
-  ASSERT_EQ(run(bf16, b_dir).state, results::RunState::kDone);
+  ASSERT_EQ(train_run(fp32, a_dir).state, results::RunState::kDone);
+  ASSERT_EQ(train_run(bf16, b_dir).state, results::RunState::kDone);
   const auto a = results::read_run_file((a_dir / "run.h5").string());
   const auto b = results::read_run_file((b_dir / "run.h5").string());
   EXPECT_EQ(b.config.at("precision"), "bf16");
