@@ -76,49 +76,22 @@ static mode_t mode_arg(int flags, va_list ap) {
   return (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
 }
 
-int open(const char* path, int flags, ...) {
-  NEXT(open);
-  va_list ap;
-  va_start(ap, flags);
-  const mode_t mode = mode_arg(flags, ap);
-  va_end(ap);
-  const int fd = next_open(path, flags, mode);
-  watch(fd, path);
-  return fd;
-}
-
-int open64(const char* path, int flags, ...) {
-  NEXT(open64);
-  va_list ap;
-  va_start(ap, flags);
-  const mode_t mode = mode_arg(flags, ap);
-  va_end(ap);
-  const int fd = next_open64(path, flags, mode);
-  watch(fd, path);
-  return fd;
-}
-
-int openat(int dir, const char* path, int flags, ...) {
-  NEXT(openat);
-  va_list ap;
-  va_start(ap, flags);
-  const mode_t mode = mode_arg(flags, ap);
-  va_end(ap);
-  const int fd = next_openat(dir, path, flags, mode);
-  watch(fd, path);
-  return fd;
-}
-
-int openat64(int dir, const char* path, int flags, ...) {
-  NEXT(openat64);
-  va_list ap;
-  va_start(ap, flags);
-  const mode_t mode = mode_arg(flags, ap);
-  va_end(ap);
-  const int fd = next_openat64(dir, path, flags, mode);
-  watch(fd, path);
-  return fd;
-}
+// The open family: the real call, then the descriptor watched when its path matches.
+#define OPEN_LIKE(name, params, args)        \
+  int name params {                          \
+    NEXT(name);                              \
+    va_list ap;                              \
+    va_start(ap, flags);                     \
+    const mode_t mode = mode_arg(flags, ap); \
+    va_end(ap);                              \
+    const int fd = next_##name args;         \
+    watch(fd, path);                         \
+    return fd;                               \
+  }
+OPEN_LIKE(open, (const char* path, int flags, ...), (path, flags, mode))
+OPEN_LIKE(open64, (const char* path, int flags, ...), (path, flags, mode))
+OPEN_LIKE(openat, (int dir, const char* path, int flags, ...), (dir, path, flags, mode))
+OPEN_LIKE(openat64, (int dir, const char* path, int flags, ...), (dir, path, flags, mode))
 
 int creat(const char* path, mode_t mode) { return open(path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
 int creat64(const char* path, mode_t mode) { return open64(path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
