@@ -13,7 +13,10 @@
 // left open after the readers return, or a hang. libhdf5 itself is not instrumented: a crash
 // inside it shows as a SEGV with HDF5 frames (docs/fuzzing.md says what was found there).
 #include <hdf5.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdint>
 #include <cstdio>
@@ -87,7 +90,16 @@ void check_record(const results::RunRecord& r) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  g_dir = "/dev/shm/harness-fuzz-run-file-" + std::to_string(::getpid());
+  // Folders of earlier processes that crashed (fork mode's jobs end on a crash, before atexit).
+  const std::string prefix = "harness-fuzz-run-file-";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/dev/shm", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+  }
+  g_dir = "/dev/shm/" + prefix + std::to_string(::getpid());
   fs::create_directories(g_dir);
   g_file = g_dir + "/run.h5";
   std::atexit(remove_scratch);
