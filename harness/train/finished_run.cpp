@@ -32,7 +32,7 @@ FinishedRun open_finished_run(const std::string& run_dir, torch::Device device) 
   try {
     run.record = results::read_run_file(run.paths.results);
   } catch (const std::exception& e) {
-    throw InputError(fmt::format("{}: cannot read the run file: {}", run.paths.results, e.what()));
+    throw InputError(fmt::format("cannot read the run file {}", e.what()));  // e names the file
   }
   if (run.record.state != results::RunState::kDone)
     throw InputError(fmt::format("{}: the run is {} at step {}{}; finish it first (harness train "
