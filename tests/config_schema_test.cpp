@@ -291,3 +291,21 @@ TEST(DidYouMean, OneRuleForEveryName) {
   EXPECT_EQ(harness::did_you_mean("grdi", {"base", "grid", "zip", "seeds", "runs", "name"}),
             (std::vector<std::string>{"grid"}));
 }
+
+// An error quotes at most 64 characters of a value, and says how long it was.
+TEST(ConfigSchema, AHugeValueIsQuotedShort) {
+  const std::string huge(1 << 20, 'x');
+  for (const std::string key : {"attention.method", "run.tf32", "name"}) {
+    try {
+      harness::config::load_run_config_text(key.substr(0, key.find('.')) == key
+                                                ? key + ": " + huge + "\n"
+                                                : "{" + key.substr(0, key.find('.')) + ": {" + key.substr(key.find('.') + 1) + ": " + huge + "}}\n",
+                                            "huge.yaml", "huge");
+      ADD_FAILURE() << key << " accepted a megabyte of x";
+    } catch (const harness::InputError& e) {
+      const std::string what = e.what();
+      EXPECT_LT(what.size(), 2000u) << key;
+      EXPECT_NE(what.find("(1048576 characters)"), std::string::npos) << key << ": " << what.substr(0, 300);
+    }
+  }
+}

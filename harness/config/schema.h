@@ -56,6 +56,9 @@ inline constexpr const char* kNameRule =
 
 // How a YAML value reads in an error message: 'text', a list, a mapping, or nothing.
 std::string describe(const YAML::Node& node);
+// A value as an error message quotes it: 'value', or its first 64 characters, '…' and its length
+// (a megabyte scalar must not become a megabyte message).
+std::string quoted(const std::string& value);
 
 // A value written absolutely ("0.16", "1024") or relative to the training context ("L/400",
 // "16L", "0.25*L"); fails at `at` with `expected` otherwise.

@@ -111,7 +111,7 @@ KeySpec choice_key(std::string path, Access access, std::function<std::vector<st
       return;
     }
     if (std::find(names.begin(), names.end(), s) == names.end())
-      fail(at, path, fmt::format("'{}' is not valid; expected {}", s, expected));
+      fail(at, path, fmt::format("{} is not valid; expected {}", quoted(s), expected));
     access(c) = s;
   };
   k.get = [=](const RunConfig& c) {
@@ -135,7 +135,7 @@ KeySpec bool_key(std::string path, Access access, std::string help, bool affects
     } else if (s == "false" || s == "no" || s == "off") {
       access(c) = false;
     } else {
-      fail(at, path, fmt::format("expected {}, got '{}'", k.expected, s));
+      fail(at, path, fmt::format("expected {}, got {}", k.expected, quoted(s)));
     }
   };
   k.get = [=](const RunConfig& c) { return std::string(access(const_cast<RunConfig&>(c)) ? "true" : "false"); };

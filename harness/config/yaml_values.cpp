@@ -16,9 +16,17 @@ void fail_at(const Location& at, const std::string& key, const std::string& what
   throw InputError(fmt::format("{}: {}: {}", at.str(), key, what));
 }
 
+std::string quoted(const std::string& value) {
+  constexpr size_t kShown = 64;
+  if (value.size() <= kShown) return fmt::format("'{}'", value);
+  size_t cut = kShown;
+  while (cut > 0 && (static_cast<unsigned char>(value[cut]) & 0xC0) == 0x80) --cut;  // whole UTF-8 characters
+  return fmt::format("'{}…' ({} characters)", value.substr(0, cut), value.size());
+}
+
 std::string describe(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull()) return "nothing";
-  if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
+  if (node.IsScalar()) return quoted(node.Scalar());
   if (node.IsSequence()) return "a list";
   return "a mapping";
 }
