@@ -145,11 +145,13 @@ std::optional<RunCheckpoints::Read> RunCheckpoints::read_newest_good(
     } catch (const std::exception& error) {
       problem = error.what();
     }
-    const bool listed = e->digest.bytes > 0;
-    if (problem.empty() && listed && bytes.size() != e->digest.bytes)
-      problem = fmt::format("{} bytes where {} were written: truncated or damaged", bytes.size(), e->digest.bytes);
-    else if (problem.empty() && listed && crc32_of(bytes) != e->digest.crc32)
-      problem = fmt::format("its CRC-32 is {:08x} where {:08x} was written: damaged", crc32_of(bytes), e->digest.crc32);
+    const bool listed = e->digest.bytes > 0;  // unlisted (older runs): taken as they are
+    if (problem.empty() && listed) {
+      if (bytes.size() != e->digest.bytes)
+        problem = fmt::format("{} bytes where {} were written: truncated or damaged", bytes.size(), e->digest.bytes);
+      else if (const uint32_t crc = crc32_of(bytes); crc != e->digest.crc32)
+        problem = fmt::format("its CRC-32 is {:08x} where {:08x} was written: damaged", crc, e->digest.crc32);
+    }
     if (problem.empty()) return Read{*e, path, std::move(bytes)};
     bad.push_back(fmt::format("{}: {}", path, problem));
     if (std::next(e) != all.rend())
