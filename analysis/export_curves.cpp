@@ -17,8 +17,6 @@ namespace fs = std::filesystem;
 
 namespace analysis {
 
-namespace {
-
 TheoryGroups read_theory(const std::string& path) {
   if (results_file_kind(path) != "theory-entropy")
     throw harness::InputError(fmt::format("--theory: {} is not a `harness theory entropy` file", path));
@@ -27,8 +25,6 @@ TheoryGroups read_theory(const std::string& path) {
   for (const auto& name : results::h5::member_names(file)) out.emplace_back(name, results::read_group(file, name));
   return out;
 }
-
-}  // namespace
 
 std::string results_file_kind(const std::string& path) {
   if (fs::is_directory(path) || fs::path(path).extension() != ".h5") return "";

@@ -38,6 +38,10 @@ struct CurvesOptions {
 // Throws harness::InputError when the input is none of the accepted kinds.
 CurvesResult export_curves(const std::string& input, const CurvesOptions& options);
 
+// The transforms of a `harness theory entropy` file, to overlay on the runs' figures (--theory).
+// Throws harness::InputError naming `path` when it is not such a file.
+TheoryGroups read_theory(const std::string& path);
+
 // The file kind of an HDF5 results file: its root `kind` attribute ("theory-entropy", ...), or ""
 // (run.h5 files and anything else).
 std::string results_file_kind(const std::string& path);

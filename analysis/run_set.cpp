@@ -35,6 +35,7 @@ RunSet from_sweep(const std::string& path) {
   const auto sweep = harness::sweeps::load_sweep(path);
   RunSet set;
   set.name = sweep.name;
+  set.dir = sweep.sweep_dir;
   set.keys = sweep.varying_keys;
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     const auto& run = sweep.runs[i];
@@ -55,6 +56,7 @@ RunSet from_sweep(const std::string& path) {
 RunSet from_directory(const std::string& root) {
   RunSet set;
   set.name = root;
+  set.dir = root;
   std::vector<std::string> dirs;
   if (fs::exists(results::RunPaths(root).results)) {
     dirs.push_back(root);

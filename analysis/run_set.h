@@ -27,6 +27,7 @@ struct RunEntry {
 
 struct RunSet {
   std::string name;               // the sweep's name, or the directory
+  std::string dir;                // where the runs are: the sweep's directory, or the directory given
   std::vector<std::string> keys;  // keys whose values differ between runs, in sweep/schema order
   std::vector<RunEntry> runs;
   std::vector<std::string> warnings;  // unreadable files, each naming its path

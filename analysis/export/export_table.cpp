@@ -378,15 +378,6 @@ Table build_table(const RunSet& set, const TableOptions& o) {
 
 namespace {
 
-std::string cell_text(const std::optional<Cell>& cell, const char* pm, bool window_se) {
-  if (!cell) return "–";
-  std::string text = cell->n < 2 ? fmt::format("{:.4f} (1", cell->mean)
-                                 : fmt::format("{:.4f} {} {:.4f} ({}", cell->mean, pm, cell->se, cell->n);
-  if (window_se)
-    text += std::isnan(cell->window_se) ? "; windows ?" : fmt::format("; windows {} {:.4f}", pm, cell->window_se);
-  return text + ")";
-}
-
 std::string tex_escape(const std::string& s) {
   std::string out;
   for (const char ch : s) {
@@ -414,6 +405,15 @@ std::string footer(const Table& t, const std::string& prefix) {
 }
 
 }  // namespace
+
+std::string cell_text(const std::optional<Cell>& cell, const char* pm, bool window_se) {
+  if (!cell) return "–";
+  std::string text = cell->n < 2 ? fmt::format("{:.4f} (1", cell->mean)
+                                 : fmt::format("{:.4f} {} {:.4f} ({}", cell->mean, pm, cell->se, cell->n);
+  if (window_se)
+    text += std::isnan(cell->window_se) ? "; windows ?" : fmt::format("; windows {} {:.4f}", pm, cell->window_se);
+  return text + ")";
+}
 
 std::string format_table(const Table& t, const std::string& format) {
   std::string out;

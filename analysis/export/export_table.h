@@ -82,6 +82,11 @@ struct Table {
 // nor cols (the seed excepted: it is what is averaged).
 Table build_table(const RunSet& runs, const TableOptions& options);
 
+// A cell as the Markdown and LaTeX tables show it: "1.2000 ± 0.1155 (3)", "1.3000 (1)" for one seed,
+// "–" for none; `pm` is the plus-minus sign of the format ("±", "$\\pm$"); with `window_se`, the
+// standard error over validation windows too. `harness report` shows the same text.
+std::string cell_text(const std::optional<Cell>& cell, const char* pm, bool window_se);
+
 // "md" | "csv" | "tex". CSV columns: the row keys, then for each column "<name> mean",
 // "<name> se", "<name> n" (and "<name> window_se" with TableOptions::window_se).
 std::string format_table(const Table& table, const std::string& format);
