@@ -23,6 +23,7 @@ int attention_command(const Args& args);
 int sweep_command(const Args& args);
 int analyse_command(const Args& args);
 int export_command(const Args& args);
+int report_command(const Args& args);
 int theory_command(const Args& args);
 int theory_entropy_command(const Args& args);
 int tau_command(const Args& args);
