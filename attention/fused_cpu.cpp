@@ -209,6 +209,12 @@ BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
   return r;
 }
 
+// d loss/d bias_table (H, columns) from the kernel's per-entry sums (H, Tt): the kernel's table is
+// indexed by e = (T − 1) − t, so its first T entries reversed are by distance; zero for t >= T.
+Tensor table_gradient(const Tensor& dbias, int64_t T, int64_t columns, at::ScalarType dtype) {
+  return at::constant_pad_nd(dbias.narrow(1, 0, T).flip(1), {0, columns - T}, 0).to(dtype);
+}
+
 struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFunction> {
   // bias_table: (H, T' >= T), or an empty tensor when the method has none; only its shape is
   // read here (its values are in tab.bias).
@@ -242,13 +248,10 @@ struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionF
     const bool head_grad = ctx->needs_input_grad(3);
     const bool bias_grad = ctx->needs_input_grad(4) && columns > 0;
     const auto r = backward_impl(q, k, v, head, tab, g, out, lse, dout, grads[1], head_grad, bias_grad);
-    Tensor dtable;  // (H, columns): d loss/d b_h(t), zero for t >= T
-    if (bias_grad) {
-      // The kernel's table is indexed by e = (T − 1) − t: its first T entries reversed are by distance.
-      const int64_t T = q.size(2);
-      dtable = at::constant_pad_nd(r.dbias.narrow(1, 0, T).flip(1), {0, columns - T}, 0)
-                   .to(at::ScalarType(ctx->saved_data["bias_table_dtype"].toInt()));
-    }
+    const Tensor dtable =
+        bias_grad ? table_gradient(r.dbias, q.size(2), columns,
+                                   at::ScalarType(ctx->saved_data["bias_table_dtype"].toInt()))
+                  : Tensor();
     return {r.dq, r.dk, r.dv, r.dhead, dtable, Tensor(), Tensor()};
   }
 };
@@ -257,14 +260,19 @@ struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionF
   throw std::invalid_argument("fused_attention_cpu: " + what);
 }
 
-}  // namespace
+// One call's checked, laid-out inputs: contiguous q, k, v, the head scale in the kernel dtype (the
+// learned tensor, differentiable, or constants), the learned bias table (tensor or mod's constants,
+// else undefined), the score-mod tables and the tile geometry. empty: a zero-sized problem.
+struct Call {
+  Tensor q, k, v, head, bias_table;
+  Tables tab;
+  Geometry g;
+  bool empty = false;
+};
 
-std::tuple<Tensor, Tensor> fused_attention_cpu_with_lse(const Tensor& q_in, const Tensor& k_in,
-                                                        const Tensor& v_in, const ScoreMod& mod,
-                                                        const Tensor& head_scale,
-                                                        const Tensor& alibi_slopes,
-                                                        const Tensor& bias_table_in,
-                                                        const FusedCpuConfig& config) {
+Call prepare(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const ScoreMod& mod,
+             const Tensor& head_scale, const Tensor& alibi_slopes, const Tensor& bias_table_in,
+             const FusedCpuConfig& config) {
   if (q_in.dim() != 4) bad("q must be (B, H, T, D), got " + std::to_string(q_in.dim()) + "-D");
   if (k_in.sizes() != q_in.sizes() || v_in.sizes() != q_in.sizes())
     bad("q, k and v must have the same (B, H, T, D) shape");
@@ -280,46 +288,100 @@ std::tuple<Tensor, Tensor> fused_attention_cpu_with_lse(const Tensor& q_in, cons
     bad("head_scale must be (H) = (" + std::to_string(H) + ")");
   if (alibi_slopes.defined() && (alibi_slopes.dim() != 1 || alibi_slopes.size(0) != H))
     bad("alibi_slopes must be (H) = (" + std::to_string(H) + ")");
+  Call c;
   // The learned bias table: the tensor (differentiable), else mod's constants, else none.
-  Tensor bias_table = bias_table_in;
-  if (!bias_table.defined() && mod.bias_table)
-    bias_table = at::from_blob(const_cast<float*>(mod.bias_table), {H, mod.bias_table_len}, at::kFloat).clone();
-  if (bias_table.defined() && (bias_table.dim() != 2 || bias_table.size(0) != H || bias_table.size(1) < T))
+  c.bias_table = bias_table_in;
+  if (!c.bias_table.defined() && mod.bias_table)
+    c.bias_table = at::from_blob(const_cast<float*>(mod.bias_table), {H, mod.bias_table_len}, at::kFloat).clone();
+  if (c.bias_table.defined() && (c.bias_table.dim() != 2 || c.bias_table.size(0) != H || c.bias_table.size(1) < T))
     bad("bias_table must be (H, T' >= T) = (" + std::to_string(H) + ", >= " + std::to_string(T) + ")");
-  if (B == 0 || H == 0 || T == 0 || D == 0)
-    return {at::zeros_like(q_in), at::zeros({B, H, T}, q_in.options())};
+  c.empty = B == 0 || H == 0 || T == 0 || D == 0;
+  if (c.empty) return c;
 
-  const Geometry g = geometry(config, T, D, dtype);
-  Tensor head;  // (H) in the kernel dtype; differentiable when it is the learned parameter
+  c.g = geometry(config, T, D, dtype);
   if (head_scale.defined())
-    head = head_scale.to(dtype);
+    c.head = head_scale.to(dtype);
   else if (mod.head_scale)
-    head = at::from_blob(const_cast<float*>(mod.head_scale), {H}, at::kFloat).to(dtype);
+    c.head = at::from_blob(const_cast<float*>(mod.head_scale), {H}, at::kFloat).to(dtype);
   else
-    head = at::ones({H}, q_in.options());
+    c.head = at::ones({H}, q_in.options());
   Tensor alibi = alibi_slopes;
   if (!alibi.defined() && mod.alibi_slope)
     alibi = at::from_blob(const_cast<float*>(mod.alibi_slope), {H}, at::kFloat).clone();
-  Tables tab;
   {
     at::NoGradGuard no_grad;
-    tab = build_tables(mod, T, H, g.Bq + g.Bk, alibi.defined() ? alibi.detach() : alibi,
-                       bias_table.defined() ? bias_table.detach() : bias_table, dtype);
+    c.tab = build_tables(mod, T, H, c.g.Bq + c.g.Bk, alibi.defined() ? alibi.detach() : alibi,
+                         c.bias_table.defined() ? c.bias_table.detach() : c.bias_table, dtype);
   }
+  c.q = q_in.contiguous();
+  c.k = k_in.contiguous();
+  c.v = v_in.contiguous();
+  return c;
+}
 
+}  // namespace
+
+std::tuple<Tensor, Tensor> fused_attention_cpu_with_lse(const Tensor& q_in, const Tensor& k_in,
+                                                        const Tensor& v_in, const ScoreMod& mod,
+                                                        const Tensor& head_scale,
+                                                        const Tensor& alibi_slopes,
+                                                        const Tensor& bias_table_in,
+                                                        const FusedCpuConfig& config) {
+  const Call c = prepare(q_in, k_in, v_in, mod, head_scale, alibi_slopes, bias_table_in, config);
+  if (c.empty) return {at::zeros_like(q_in), at::zeros({q_in.size(0), q_in.size(1), q_in.size(2)}, q_in.options())};
   const bool needs_graph =
       at::GradMode::is_enabled() &&
-      (q_in.requires_grad() || k_in.requires_grad() || v_in.requires_grad() || head.requires_grad() ||
-       (bias_table.defined() && bias_table.requires_grad()));
-  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+      (q_in.requires_grad() || k_in.requires_grad() || v_in.requires_grad() || c.head.requires_grad() ||
+       (c.bias_table.defined() && c.bias_table.requires_grad()));
   if (!needs_graph) {
     at::NoGradGuard no_grad;
-    auto [out, lse] = forward_impl(q, k, v, head.contiguous(), tab, g);
+    auto [out, lse] = forward_impl(c.q, c.k, c.v, c.head.contiguous(), c.tab, c.g);
     return {out, lse};
   }
-  const Tensor table = bias_table.defined() ? bias_table : at::empty({0}, q.options());
-  auto outs = FusedAttentionFunction::apply(q, k, v, head.contiguous(), table, tab, g);
+  const Tensor table = c.bias_table.defined() ? c.bias_table : at::empty({0}, c.q.options());
+  auto outs = FusedAttentionFunction::apply(c.q, c.k, c.v, c.head.contiguous(), table, c.tab, c.g);
   return {outs[0], outs[1]};
+}
+
+std::tuple<Tensor, Tensor> fused_attention_cpu_forward(const Tensor& q, const Tensor& k,
+                                                       const Tensor& v, const ScoreMod& mod,
+                                                       const Tensor& head_scale,
+                                                       const Tensor& alibi_slopes,
+                                                       const Tensor& bias_table,
+                                                       const FusedCpuConfig& config) {
+  at::NoGradGuard no_grad;
+  const Call c = prepare(q, k, v, mod, head_scale, alibi_slopes, bias_table, config);
+  if (c.empty) return {at::zeros_like(q), at::zeros({q.size(0), q.size(1), q.size(2)}, q.options())};
+  auto [out, lse] = forward_impl(c.q, c.k, c.v, c.head.contiguous(), c.tab, c.g);
+  return {out, lse};
+}
+
+FusedCpuGradients fused_attention_cpu_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                               const Tensor& out, const Tensor& lse,
+                                               const Tensor& dout, const Tensor& dlse,
+                                               const ScoreMod& mod, const Tensor& head_scale,
+                                               const Tensor& alibi_slopes, const Tensor& bias_table,
+                                               const FusedCpuConfig& config) {
+  at::NoGradGuard no_grad;
+  const Call c = prepare(q, k, v, mod, head_scale, alibi_slopes, bias_table, config);
+  FusedCpuGradients g;
+  const bool head_grad = head_scale.defined(), bias_grad = bias_table.defined();
+  if (c.empty) {
+    g.dq = at::zeros_like(q);
+    g.dk = at::zeros_like(k);
+    g.dv = at::zeros_like(v);
+    if (head_grad) g.dhead_scale = at::zeros_like(head_scale);
+    if (bias_grad) g.dbias_table = at::zeros_like(bias_table);
+    return g;
+  }
+  const auto r = backward_impl(c.q, c.k, c.v, c.head.contiguous(), c.tab, c.g, out.contiguous(),
+                               lse.contiguous(), dout.contiguous(), dlse, head_grad, bias_grad);
+  g.dq = r.dq;
+  g.dk = r.dk;
+  g.dv = r.dv;
+  if (head_grad) g.dhead_scale = r.dhead.to(head_scale.scalar_type());
+  if (bias_grad) g.dbias_table = table_gradient(r.dbias, q.size(2), bias_table.size(1), bias_table.scalar_type());
+  return g;
 }
 
 Tensor fused_attention_cpu(const Tensor& q, const Tensor& k, const Tensor& v, const ScoreMod& mod,

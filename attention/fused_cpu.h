@@ -47,6 +47,25 @@ std::tuple<torch::Tensor, torch::Tensor> fused_attention_cpu_with_lse(
     const torch::Tensor& head_scale = {}, const torch::Tensor& alibi_slopes = {},
     const torch::Tensor& bias_table = {}, const FusedCpuConfig& config = {});
 
+// The two passes without autograd, for a caller that keeps the graph itself (the PyTorch operator,
+// python/csrc/operator.cpp). Arguments as above. The forward returns (out, lse); the backward takes
+// them with d loss/d out (B, H, T, D) and d loss/d lse (B, H, T, or undefined) and returns the
+// gradients of q, k, v and, where head_scale / bias_table are defined tensors, of those (bias_table's
+// shaped like it, zero beyond T). Must be called with the forward's arguments.
+struct FusedCpuGradients {
+  torch::Tensor dq, dk, dv, dhead_scale, dbias_table;
+};
+std::tuple<torch::Tensor, torch::Tensor> fused_attention_cpu_forward(
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const ScoreMod& mod,
+    const torch::Tensor& head_scale = {}, const torch::Tensor& alibi_slopes = {},
+    const torch::Tensor& bias_table = {}, const FusedCpuConfig& config = {});
+FusedCpuGradients fused_attention_cpu_backward(
+    const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+    const torch::Tensor& out, const torch::Tensor& lse, const torch::Tensor& dout,
+    const torch::Tensor& dlse, const ScoreMod& mod, const torch::Tensor& head_scale = {},
+    const torch::Tensor& alibi_slopes = {}, const torch::Tensor& bias_table = {},
+    const FusedCpuConfig& config = {});
+
 // The instruction set the kernels dispatch to: "avx512", "avx2" or "generic" (best the CPU
 // supports unless overridden).
 const char* fused_cpu_isa();

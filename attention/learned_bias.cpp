@@ -2,66 +2,114 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 namespace attention {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// The table as an autograd function of the values (H, P): forward evaluates the row's closed form
-// in float64 on the host; backward contracts d loss/d table (H, T) with the row's gradient into
-// (H, P) directly, so ∂b/∂p (H, T, P) is never formed or kept with the graph.
-// `method` is the address of the caller's Method, which outlives the graph (the module's own).
+// values (H, P) in float64 on the host, each parameter at least its floor (as the module clamps its
+// own before every forward; the operator's callers pass theirs as they are).
+torch::Tensor host_values(const Method& m, const torch::Tensor& values) {
+  torch::Tensor v64 = values.detach().to(torch::kCPU, torch::kFloat64).contiguous().clone();
+  int64_t column = 0;
+  for (const auto& p : transform_spec(m.transform).learned) {
+    if (std::isfinite(p.floor)) v64.narrow(1, column, p.per_head).clamp_min_(p.floor);
+    column += p.per_head;
+  }
+  return v64;
+}
+
+// The table from values (H, P) by the row's closed form, in float64 on the host, returned in the
+// parameters' precision (float32, or float64 for a float64 module: gradient checks) and device.
+torch::Tensor table_from_values(const Method& m, const torch::Tensor& values, int64_t T) {
+  const auto& spec = transform_spec(m.transform);
+  const int64_t H = values.size(0), P = values.size(1);
+  const torch::Tensor v64 = host_values(m, values);
+  const double* vp = v64.data_ptr<double>();
+  torch::Tensor table = torch::empty({H, T}, torch::kFloat64);
+  double* tp = table.data_ptr<double>();
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t t = 0; t < T; ++t) tp[h * T + t] = spec.learned_bias(m, vp + h * P, t);
+  const auto dtype = values.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
+  return table.to(values.options().dtype(dtype));
+}
+
+// d loss/d values (H, P) from d loss/d table (H, T): contracted with the row's gradient directly,
+// so ∂b/∂p (H, T, P) is never formed.
+torch::Tensor values_gradient(const Method& m, const torch::Tensor& values, const torch::Tensor& dtable) {
+  const auto& spec = transform_spec(m.transform);
+  const torch::Tensor v64 = host_values(m, values);
+  const torch::Tensor g = dtable.to(torch::kCPU, torch::kFloat64).contiguous();  // (H, T)
+  const int64_t H = g.size(0), T = g.size(1), P = v64.size(1);
+  torch::Tensor dvalues = torch::zeros({H, P}, torch::kFloat64);
+  const double *vp = v64.data_ptr<double>(), *gp = g.data_ptr<double>();
+  double* dp = dvalues.data_ptr<double>();
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t t = 0; t < T; ++t)
+      if (gp[h * T + t] != 0) spec.learned_bias_grad(m, vp + h * P, t, gp[h * T + t], dp + h * P);
+  return dvalues.to(values.options());
+}
+
+// The table as an autograd function of the values (H, P). `method` is the address of the caller's
+// Method, which outlives the graph (the module's own).
 struct LearnedBiasFunction : public torch::autograd::Function<LearnedBiasFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& values, int64_t method, int64_t T) {
-    const Method& m = *reinterpret_cast<const Method*>(method);
-    const auto& spec = transform_spec(m.transform);
-    const int64_t H = values.size(0), P = values.size(1);
-    const torch::Tensor v64 = values.to(torch::kCPU, torch::kFloat64).contiguous();
-    const double* vp = v64.data_ptr<double>();
-    torch::Tensor table = torch::empty({H, T}, torch::kFloat64);
-    double* tp = table.data_ptr<double>();
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < T; ++t) tp[h * T + t] = spec.learned_bias(m, vp + h * P, t);
-    ctx->saved_data["values"] = v64;
+    ctx->save_for_backward({values});
     ctx->saved_data["method"] = method;
-    ctx->saved_data["dtype"] = int64_t(values.scalar_type());
-    // The parameters' precision: float32, or float64 for a float64 module (gradient checks).
-    const auto dtype = values.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-    return table.to(values.options().dtype(dtype));
+    return table_from_values(*reinterpret_cast<const Method*>(method), values, T);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Method& m = *reinterpret_cast<const Method*>(ctx->saved_data["method"].toInt());
-    const auto& spec = transform_spec(m.transform);
-    const torch::Tensor v64 = ctx->saved_data["values"].toTensor();
-    const torch::Tensor g = grads[0].to(torch::kCPU, torch::kFloat64).contiguous();  // (H, T)
-    const int64_t H = g.size(0), T = g.size(1), P = v64.size(1);
-    torch::Tensor dvalues = torch::zeros({H, P}, torch::kFloat64);
-    const double *vp = v64.data_ptr<double>(), *gp = g.data_ptr<double>();
-    double* dp = dvalues.data_ptr<double>();
-    for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < T; ++t)
-        if (gp[h * T + t] != 0) spec.learned_bias_grad(m, vp + h * P, t, gp[h * T + t], dp + h * P);
-    const auto dtype = c10::ScalarType(ctx->saved_data["dtype"].toInt());
-    return {dvalues.to(grads[0].options().dtype(dtype)), torch::Tensor(), torch::Tensor()};
+    return {values_gradient(m, ctx->get_saved_variables()[0], grads[0]), torch::Tensor(), torch::Tensor()};
   }
 };
 
-}  // namespace
-
-torch::Tensor learned_bias_table(const Method& m, const std::vector<torch::Tensor>& params, int64_t T) {
+// The module's parameters, (H) or (H, per_head) each, as one (H, P) tensor.
+torch::Tensor values_of(const Method& m, const std::vector<torch::Tensor>& params) {
   const auto& spec = transform_spec(m.transform);
-  if (!spec.learned_bias) return {};
   if (params.size() != spec.learned.size())
     throw std::invalid_argument("learned_bias_table: " + std::string(spec.name) + " learns " +
                                 std::to_string(spec.learned.size()) + " parameters, got " +
                                 std::to_string(params.size()));
   std::vector<torch::Tensor> per_head;
-  for (size_t k = 0; k < params.size(); ++k)
+  for (size_t k = 0; k < params.size(); ++k) {
+    if (params[k].numel() != m.heads * spec.learned[k].per_head)
+      throw std::invalid_argument("learned_bias_table: " + std::string(spec.learned[k].name) + " must have " +
+                                  std::to_string(m.heads * spec.learned[k].per_head) + " values (" +
+                                  std::to_string(spec.learned[k].per_head) + " per head), got " +
+                                  std::to_string(params[k].numel()));
     per_head.push_back(params[k].reshape({m.heads, spec.learned[k].per_head}));
-  const torch::Tensor values = torch::cat(per_head, 1);  // (H, P)
-  return LearnedBiasFunction::apply(values, reinterpret_cast<int64_t>(&m), T);
+  }
+  return torch::cat(per_head, 1);  // (H, P)
+}
+
+}  // namespace
+
+torch::Tensor learned_bias_table(const Method& m, const std::vector<torch::Tensor>& params, int64_t T) {
+  if (!m.learned_bias()) return {};
+  return LearnedBiasFunction::apply(values_of(m, params), reinterpret_cast<int64_t>(&m), T);
+}
+
+torch::Tensor learned_bias_table_forward(const Method& m, const std::vector<torch::Tensor>& params, int64_t T) {
+  if (!m.learned_bias()) return {};
+  return table_from_values(m, values_of(m, params), T);
+}
+
+std::vector<torch::Tensor> learned_bias_table_backward(const Method& m, const std::vector<torch::Tensor>& params,
+                                                       const torch::Tensor& dtable) {
+  const torch::Tensor dvalues = values_gradient(m, values_of(m, params), dtable);  // (H, P)
+  std::vector<torch::Tensor> grads;
+  int64_t column = 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const int64_t width = transform_spec(m.transform).learned[k].per_head;
+    grads.push_back(dvalues.narrow(1, column, width).reshape(params[k].sizes()).to(params[k].options()));
+    column += width;
+  }
+  return grads;
 }
 
 ScoreMod with_bias_table(ScoreMod mod, const torch::Tensor& table, std::vector<float>& storage) {

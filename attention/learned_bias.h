@@ -18,6 +18,13 @@ namespace attention {
 // the module's own does); undefined when the method has no learned bias.
 torch::Tensor learned_bias_table(const Method& method, const std::vector<torch::Tensor>& params, int64_t T);
 
+// The two directions without autograd, for a caller that keeps the graph itself (the PyTorch
+// operator): the table as above, and from d loss/d table (H, T) the gradient of each parameter,
+// shaped like it. Parameters whose sizes do not match the row: std::invalid_argument.
+torch::Tensor learned_bias_table_forward(const Method& method, const std::vector<torch::Tensor>& params, int64_t T);
+std::vector<torch::Tensor> learned_bias_table_backward(const Method& method, const std::vector<torch::Tensor>& params,
+                                                       const torch::Tensor& dtable);
+
 // The same as a ScoreMod the statistics and the materialised decode path read: mod with its
 // bias_table pointing at `storage`, a float copy of table (H, T); mod itself when undefined.
 ScoreMod with_bias_table(ScoreMod mod, const torch::Tensor& table, std::vector<float>& storage);

@@ -55,7 +55,7 @@ void save_mod(AutogradContext* ctx, ScoreMod mod) {
 ScoreMod load_mod(AutogradContext* ctx) {
   const std::vector<int64_t> words = ctx->saved_data["score_mod"].toIntVector();
   ScoreMod mod;
-  std::memcpy(&mod, words.data(), sizeof(ScoreMod));
+  std::memcpy(static_cast<void*>(&mod), words.data(), sizeof(ScoreMod));
   return mod;
 }
 
@@ -79,6 +79,71 @@ FusedArgs make_args(const torch::Tensor& q, const torch::Tensor& k, const torch:
   return args;
 }
 
+}  // namespace
+
+ForwardPass fused_attention_forward_pass(const torch::Tensor& q_in, const torch::Tensor& k_in,
+                                         const torch::Tensor& v_in, const ScoreMod& mod,
+                                         const torch::Tensor& head_scale_in,
+                                         const torch::Tensor& alibi_slope_in,
+                                         const torch::Tensor& bias_table_in) {
+  const c10::cuda::CUDAGuard device_guard(q_in.device());
+  const torch::Tensor q = kernel_ready(q_in), k = kernel_ready(k_in), v = kernel_ready(v_in);
+  const torch::Tensor head_scale = head_scale_in.defined() ? kernel_ready(head_scale_in) : torch::Tensor();
+  const torch::Tensor alibi_slope = alibi_slope_in.defined() ? kernel_ready(alibi_slope_in) : torch::Tensor();
+  const torch::Tensor bias_table = bias_table_in.defined() ? kernel_ready(bias_table_in) : torch::Tensor();
+
+  FusedArgs args = make_args(q, k, v, mod, head_scale, alibi_slope, bias_table);
+  ForwardPass r;
+  r.o = torch::empty_like(q);                                                    // (B, H, T, D)
+  const auto row_options = q.options().dtype(torch::kFloat32);
+  r.lse = torch::empty({q.size(0), q.size(1), q.size(2)}, row_options);          // (B, H, T)
+  // (B, H, T): what the head-scale gradient needs from the forward pass.
+  if (head_scale.defined()) r.fixed_logit_mean = torch::empty({q.size(0), q.size(1), q.size(2)}, row_options);
+  args.o = r.o.data_ptr();
+  args.lse = r.lse.data_ptr<float>();
+  args.fixed_logit_mean = r.fixed_logit_mean.defined() ? r.fixed_logit_mean.data_ptr<float>() : nullptr;
+  check_cuda(fused_attention_forward(args, c10::cuda::getCurrentCUDAStream().stream()), "forward");
+  return r;
+}
+
+Gradients fused_attention_backward_pass(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, const ForwardPass& forward,
+                                        const torch::Tensor& d_o_in, const ScoreMod& mod,
+                                        const torch::Tensor& head_scale,
+                                        const torch::Tensor& alibi_slope,
+                                        const torch::Tensor& bias_table) {
+  const c10::cuda::CUDAGuard device_guard(q.device());
+  const torch::Tensor d_o = kernel_ready(d_o_in.to(q.scalar_type()));  // (B, H, T, D)
+  Gradients g;
+  g.dq = torch::empty_like(q);
+  g.dk = torch::empty_like(k);
+  g.dv = torch::empty_like(v);
+  if (head_scale.defined()) g.dhead_scale = torch::empty_like(head_scale);  // (H)
+  // (H, T): d loss/d logit summed per distance = d loss/d bias_table.
+  if (bias_table.defined())
+    g.dbias_table = torch::empty({q.size(1), q.size(2)}, q.options().dtype(torch::kFloat32));
+
+  FusedArgs args = make_args(q, k, v, mod, head_scale, alibi_slope, bias_table);
+  args.o = forward.o.data_ptr();
+  args.lse = forward.lse.data_ptr<float>();
+  args.fixed_logit_mean =
+      forward.fixed_logit_mean.defined() ? forward.fixed_logit_mean.data_ptr<float>() : nullptr;
+  args.d_o = d_o.data_ptr();
+  args.dq = g.dq.data_ptr();
+  args.dk = g.dk.data_ptr();
+  args.dv = g.dv.data_ptr();
+  args.dhead_scale = g.dhead_scale.defined() ? g.dhead_scale.data_ptr<float>() : nullptr;
+  args.dbias_by_distance = g.dbias_table.defined() ? g.dbias_table.data_ptr<float>() : nullptr;
+  const torch::Tensor workspace = torch::empty(
+      {static_cast<int64_t>(fused_attention_backward_workspace_bytes(args))},
+      q.options().dtype(torch::kUInt8));
+  args.workspace = workspace.data_ptr();
+  check_cuda(fused_attention_backward(args, c10::cuda::getCurrentCUDAStream().stream()), "backward");
+  return g;
+}
+
+namespace {
+
 // head_scale, alibi_slope and bias_table travel as optionals: an undefined at::Tensor argument is not allowed
 // by torch::autograd::Function (it records metadata of every tensor argument).
 class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFunction> {
@@ -92,29 +157,15 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     const c10::cuda::CUDAGuard device_guard(q_in.device());
     const torch::Tensor q = kernel_ready(q_in), k = kernel_ready(k_in), v = kernel_ready(v_in);
     const torch::Tensor head_scale = head_scale_in ? kernel_ready(*head_scale_in) : torch::Tensor();
-    const torch::Tensor alibi_slope =
-        alibi_slope_in ? kernel_ready(*alibi_slope_in) : torch::Tensor();
+    const torch::Tensor alibi_slope = alibi_slope_in ? kernel_ready(*alibi_slope_in) : torch::Tensor();
     const torch::Tensor bias_table = bias_table_in ? kernel_ready(*bias_table_in) : torch::Tensor();
-
-    FusedArgs args = make_args(q, k, v, mod, head_scale, alibi_slope, bias_table);
-    torch::Tensor o = torch::empty_like(q);                                        // (B, H, T, D)
-    const auto row_options = q.options().dtype(torch::kFloat32);
-    torch::Tensor lse = torch::empty({q.size(0), q.size(1), q.size(2)}, row_options);  // (B, H, T)
-    // (B, H, T): what the head-scale gradient needs from the forward pass.
-    torch::Tensor fixed_logit_mean = head_scale.defined()
-                                         ? torch::empty({q.size(0), q.size(1), q.size(2)}, row_options)
-                                         : torch::Tensor();
-    args.o = o.data_ptr();
-    args.lse = lse.data_ptr<float>();
-    args.fixed_logit_mean =
-        fixed_logit_mean.defined() ? fixed_logit_mean.data_ptr<float>() : nullptr;
-    check_cuda(fused_attention_forward(args, c10::cuda::getCurrentCUDAStream().stream()), "forward");
+    const ForwardPass f = fused_attention_forward_pass(q, k, v, mod, head_scale, alibi_slope, bias_table);
 
     // Undefined tensors are not saved: flags say which optional ones follow the fixed five.
-    variable_list saved = {q, k, v, o, lse};
+    variable_list saved = {q, k, v, f.o, f.lse};
     if (head_scale.defined()) {
       saved.push_back(head_scale);
-      saved.push_back(fixed_logit_mean);
+      saved.push_back(f.fixed_logit_mean);
     }
     if (alibi_slope.defined()) saved.push_back(alibi_slope);
     if (bias_table.defined()) saved.push_back(bias_table);
@@ -123,57 +174,26 @@ class FusedAttentionFunction : public torch::autograd::Function<FusedAttentionFu
     ctx->saved_data["has_alibi_slope"] = alibi_slope.defined();
     ctx->saved_data["has_bias_table"] = bias_table.defined();
     save_mod(ctx, mod);
-    return o;
+    return f.o;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
     const variable_list saved = ctx->get_saved_variables();
-    const torch::Tensor& q = saved[0];
-    const torch::Tensor& k = saved[1];
-    const torch::Tensor& v = saved[2];
-    const torch::Tensor& o = saved[3];
-    const torch::Tensor& lse = saved[4];
+    ForwardPass f;
+    f.o = saved[3];
+    f.lse = saved[4];
     size_t next = 5;
     const bool has_head_scale = ctx->saved_data["has_head_scale"].toBool();
     const torch::Tensor head_scale = has_head_scale ? saved[next++] : torch::Tensor();
-    const torch::Tensor fixed_logit_mean = has_head_scale ? saved[next++] : torch::Tensor();
+    if (has_head_scale) f.fixed_logit_mean = saved[next++];
     const torch::Tensor alibi_slope =
         ctx->saved_data["has_alibi_slope"].toBool() ? saved[next++] : torch::Tensor();
     const torch::Tensor bias_table =
         ctx->saved_data["has_bias_table"].toBool() ? saved[next++] : torch::Tensor();
-
-    const c10::cuda::CUDAGuard device_guard(q.device());
-    const torch::Tensor d_o = kernel_ready(grad_outputs[0].to(q.scalar_type()));  // (B, H, T, D)
-    torch::Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
-    torch::Tensor dhead_scale =
-        head_scale.defined() ? torch::empty_like(head_scale) : torch::Tensor();  // (H)
-
-    // (H, T): d loss/d logit summed per distance = d loss/d bias_table.
-    torch::Tensor dbias_table =
-        bias_table.defined() ? torch::empty({q.size(1), q.size(2)}, q.options().dtype(torch::kFloat32))
-                             : torch::Tensor();
-
-    const ScoreMod mod = load_mod(ctx);
-    FusedArgs args = make_args(q, k, v, mod, head_scale, alibi_slope, bias_table);
-    args.o = o.data_ptr();
-    args.lse = lse.data_ptr<float>();
-    args.fixed_logit_mean =
-        fixed_logit_mean.defined() ? fixed_logit_mean.data_ptr<float>() : nullptr;
-    args.d_o = d_o.data_ptr();
-    args.dq = dq.data_ptr();
-    args.dk = dk.data_ptr();
-    args.dv = dv.data_ptr();
-    args.dhead_scale = dhead_scale.defined() ? dhead_scale.data_ptr<float>() : nullptr;
-    args.dbias_by_distance = dbias_table.defined() ? dbias_table.data_ptr<float>() : nullptr;
-    const torch::Tensor workspace = torch::empty(
-        {static_cast<int64_t>(fused_attention_backward_workspace_bytes(args))},
-        q.options().dtype(torch::kUInt8));
-    args.workspace = workspace.data_ptr();
-    check_cuda(fused_attention_backward(args, c10::cuda::getCurrentCUDAStream().stream()),
-               "backward");
-
+    const Gradients g = fused_attention_backward_pass(saved[0], saved[1], saved[2], f, grad_outputs[0],
+                                                      load_mod(ctx), head_scale, alibi_slope, bias_table);
     // One gradient per forward argument: q, k, v, head_scale, alibi_slope, bias_table, mod.
-    return {dq, dk, dv, dhead_scale, torch::Tensor(), dbias_table, torch::Tensor()};
+    return {g.dq, g.dk, g.dv, g.dhead_scale, torch::Tensor(), g.dbias_table, torch::Tensor()};
   }
 };
 

@@ -26,4 +26,28 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
                               const attention::ScoreMod& mod, const torch::Tensor& head_scale,
                               const torch::Tensor& alibi_slope, const torch::Tensor& bias_table = {});
 
+// The two passes without autograd, for a caller that keeps the graph itself (the PyTorch operator,
+// python/csrc/operator.cpp); arguments as above, already checked by the caller. The backward takes
+// the forward's outputs and d loss/d o (the kernels have no d loss/d lse); dhead_scale and
+// dbias_table are defined where head_scale and bias_table are.
+struct ForwardPass {
+  torch::Tensor o;                 // (B, H, T, D), q's dtype
+  torch::Tensor lse;               // (B, H, T) float32
+  torch::Tensor fixed_logit_mean;  // (B, H, T) float32 when head_scale is defined (its gradient)
+};
+struct Gradients {
+  torch::Tensor dq, dk, dv, dhead_scale, dbias_table;
+};
+ForwardPass fused_attention_forward_pass(const torch::Tensor& q, const torch::Tensor& k,
+                                         const torch::Tensor& v, const attention::ScoreMod& mod,
+                                         const torch::Tensor& head_scale,
+                                         const torch::Tensor& alibi_slope,
+                                         const torch::Tensor& bias_table);
+Gradients fused_attention_backward_pass(const torch::Tensor& q, const torch::Tensor& k,
+                                        const torch::Tensor& v, const ForwardPass& forward,
+                                        const torch::Tensor& d_o, const attention::ScoreMod& mod,
+                                        const torch::Tensor& head_scale,
+                                        const torch::Tensor& alibi_slope,
+                                        const torch::Tensor& bias_table);
+
 }  // namespace attention::cuda
