@@ -201,7 +201,7 @@ std::tuple<Tensor, Tensor> attention_with_lse_cuda(const Tensor& q, const Tensor
   auto f32 = [](const Tensor& t) { return t.defined() ? t.to(torch::kFloat32) : t; };
   const auto f = attention::cuda::fused_attention_forward_pass(
       rotate(q, in.rotary), rotate(k, in.rotary), v, in.mod, f32(in.head_scale), f32(in.alibi), f32(in.bias_table));
-  return {f.o, f.lse.to(q.scalar_type())};
+  return {f.o, f.lse};  // LSE in float32 whatever q's dtype (the fake implementation says so)
 }
 
 BackwardResult attention_backward_cuda(const Tensor& grad_out, const std::optional<Tensor>& grad_lse,
