@@ -28,6 +28,7 @@ packages=(
   zlib1g-dev                                  # CRC-32 of checkpoints
   libsentencepiece-dev                        # BPE tokenizer
   gnuplot-nox                                 # figures (harness export curves)
+  tidy chromium                               # harness report: the HTML validator, the browser test
   libgtest-dev libbenchmark-dev
   slurm-wlm munge                             # the Slurm integration test runs a one-node cluster
   iproute2                                    # ip netns: the two-hosts data-parallel test
