@@ -198,8 +198,8 @@ std::string nav_html(const CurvesResult& curves) {
     figures.push_back(fmt::format("<a href=\"#{}\">{}</a>", html::anchor("figure-", f.name), escape(f.name)));
   std::string figure_list = figures.empty() ? "" : "\n" + list_html(figures);
   return fmt::format("<nav aria-label=\"contents\">\n<ul>\n<li><a href=\"#results\">Results</a></li>\n"
-                     "<li><a href=\"#figures\">Figures</a>{}</li>\n<li><a href=\"#runs\">Runs</a></li>\n"
-                     "<li><a href=\"#config\">Config differences</a></li>\n"
+                     "<li><a href=\"#runs\">Runs</a></li>\n<li><a href=\"#config\">Config differences</a></li>\n"
+                     "<li><a href=\"#figures\">Figures</a>{}</li>\n"
                      "<li><a href=\"#provenance\">Provenance</a></li>\n</ul>\n</nav>\n",
                      figure_list);
 }
@@ -233,8 +233,8 @@ std::string report_page(const RunSet& set, const TheoryGroups& theory, const std
       "<style>{1}</style>\n</head>\n<body>\n<header>\n<h1>{0}</h1>\n<p>{2} run{3} in <code>{4}</code>; "
       "report made {5}.</p>\n{6}</header>\n<main>\n{7}{8}{9}{10}{11}{12}</main>\n</body>\n</html>\n",
       escape(set.name), kStyle, set.runs.size(), set.runs.size() == 1 ? "" : "s", escape(set.dir), escape(utc_now()),
-      nav_html(curves), results_section(set, !done.empty()), figures_section(curves, !done.empty()), runs_section(set),
-      config_section(set), provenance_section(set, options.command), warnings);
+      nav_html(curves), results_section(set, !done.empty()), runs_section(set), config_section(set),
+      figures_section(curves, !done.empty()), provenance_section(set, options.command), warnings);
 }
 
 ReportResult write_report(const std::string& input, const ReportOptions& options) {
