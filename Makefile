@@ -38,8 +38,9 @@ quickstart: deps build-harness
 	    >runs/quickstart/theory.log 2>&1 || (cat runs/quickstart/theory.log; false)
 	@$(BUILD)/harness export curves sweeps/quickstart.yaml --out runs/quickstart/figures \
 	    --theory runs/theory/entropy-quick.h5
+	@$(BUILD)/harness report sweeps/quickstart.yaml --theory runs/theory/entropy-quick.h5
 	@echo "runs: runs/quickstart/<run id>/run.h5 (h5py); tables: runs/quickstart/table.{md,csv};" \
-	    "every figure with its CSV: runs/quickstart/figures/"
+	    "every figure with its CSV: runs/quickstart/figures/; all of it on one page: runs/quickstart/report.html"
 
 test:
 	scripts/install-deps.sh --no-corpus
