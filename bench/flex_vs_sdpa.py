@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+import flex_score_mods  # beside this script
+
 
 def step_of(attend, H, T, D, backward):
     torch.manual_seed(0)
@@ -51,14 +53,8 @@ def main():
     parser.add_argument("--tau", type=float, default=10.0)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    inv_tau = 1.0 / args.tau
-
-    def scale_invariant(score, b, h, q_idx, kv_idx):
-        log_t = torch.log1p((q_idx - kv_idx).clamp(min=0).to(torch.float32) * inv_tau)
-        return score * torch.sqrt(1.0 + 2.0 * log_t) - 2.0 * log_t
-
-    def causal(b, h, q_idx, kv_idx):
-        return q_idx >= kv_idx
+    scale_invariant = flex_score_mods.scale_invariant(args.tau)
+    causal = flex_score_mods.causal
 
     flex = torch.compile(flex_attention, dynamic=False)
     for D in (int(x) for x in args.head_dims.split(",")):

@@ -12,14 +12,21 @@ Forward+backward is timed for the operator only where Flex has no CPU backward (
     PYTHONPATH=<the package> python bench/operator_vs_flex.py [--threads 2] [--seq-lens 1024,4096]
 """
 import argparse
+import os
 import platform
 import statistics
 import time
 
-import torch
+# Inductor compiles in this process: a pool of compile workers left running beside the timings
+# slows both kernels (as bench/attention_vs_torch.sh does).
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+import torch  # noqa: E402
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-import scale_invariant_attention as sia
+import flex_score_mods  # noqa: E402  (beside this script)
+
+import scale_invariant_attention as sia  # noqa: E402
 
 
 def cpu_name():
@@ -40,15 +47,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    inv_tau = 1.0 / args.tau
-
-    def scale_invariant(score, batch, head, q_idx, kv_idx):
-        t = (q_idx - kv_idx).clamp(min=0).to(torch.float32)
-        log_term = torch.log1p(t * inv_tau)
-        return score * torch.sqrt(1.0 + 2.0 * log_term) - 2.0 * log_term
-
-    def causal(batch, head, q_idx, kv_idx):
-        return q_idx >= kv_idx
+    scale_invariant = flex_score_mods.scale_invariant(args.tau)
+    causal = flex_score_mods.causal
 
     # A compile per shape (dynamic=False): a dynamic-shape recompile would time a slower kernel.
     for name in ("recompile_limit", "cache_size_limit"):
