@@ -10,6 +10,8 @@
 #include "analysis/run_set.h"
 #include "analysis/tau_calibration.h"
 #include "analysis/tau_figure.h"
+#include "analysis/tau_law.h"
+#include "analysis/tau_law_figure.h"
 #include "analysis/tau_verdict.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -42,7 +44,14 @@ const char* kUsage =
     "usage: harness tau calibrate SWEEP|RUNS_DIR [--arm-seeds 3] [--level 0.95] [--out FILE]\n"
     "  How often the check's interval excludes 0 where there is nothing to find: runs of one τ with\n"
     "  many seeds (sweeps/tau-check-calibration.yaml), split into disjoint arms of --arm-seeds seeds,\n"
-    "  arm against arm; the false-alarm rate per context with its Clopper–Pearson interval.";
+    "  arm against arm; the false-alarm rate per context with its Clopper–Pearson interval.\n\n"
+    "usage: harness tau law SWEEP|RUNS_DIR [--level 0.9] [--replicates 4000] [--out DIR]\n"
+    "  How the best τ moves with the training context L: runs on a τ grid at several L with 2 or more\n"
+    "  seeds (sweeps/tau-law.yaml). Per L and validation context, τ* is the minimum of a quadratic in\n"
+    "  ln τ around the grid's best, with a parametric bootstrap interval (seed offsets removed: seeds\n"
+    "  are paired across τ); the slope k of ln τ* on ln L with its interval, said in the words the\n"
+    "  interval allows; the breakdown τ where the 16L loss rises 0.1 above the 1L loss. --out: also\n"
+    "  tau-law.md, tau-law.csv and the figures (tau_law_star, tau_law_loss_<k>L; CSV beside each).";
 
 template <class T>
 std::vector<T> parse_list(const std::string& flag, const std::string& text) {
@@ -171,6 +180,39 @@ int calibrate(const Args& args) {
   return kExitOk;
 }
 
+int law(const Args& args) {
+  po::options_description options("tau law options");
+  std::string input, out;
+  analysis::TauLawOptions o;
+  po::options_description arguments;
+  arguments.add_options()("input", po::value(&input)->required(), "a sweep file or a directory of runs");
+  options.add_options()
+      ("level", po::value(&o.level)->default_value(0.9), "the intervals' confidence level")
+      ("replicates", po::value(&o.replicates)->default_value(4000), "bootstrap replicates")
+      ("out", po::value(&out), "also write tau-law.md and tau-law.csv into DIR");
+  po::positional_options_description positional;
+  positional.add("input", 1);
+  po::variables_map vm;
+  if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
+  if (!(o.level > 0 && o.level < 1)) throw InputError(fmt::format("--level: expected a number in (0, 1), got {}", o.level));
+  if (o.replicates < 100) throw InputError(fmt::format("--replicates: expected 100 or more, got {}", o.replicates));
+  const auto curves = analysis::tau_law_curves(analysis::load_run_set(input));
+  const auto law = analysis::tau_law(curves, o);
+  const std::string text = analysis::format_tau_law(law);
+  fmt::print("{}", text);
+  if (out.empty()) return kExitOk;
+  std::filesystem::create_directories(out);
+  harness::write_file_atomically((std::filesystem::path(out) / "tau-law.md").string(), text);
+  harness::write_file_atomically((std::filesystem::path(out) / "tau-law.csv").string(), analysis::tau_law_csv(law));
+  int code = kExitOk;
+  for (const auto& f : analysis::write_tau_law_figures(out, curves, law).figures) {
+    fmt::print("{}: {}\n", f.name, f.render.images.empty() ? fmt::format("{}", fmt::join(f.csv, ", "))
+                                                          : fmt::format("{}", fmt::join(f.render.images, ", ")));
+    if (f.render.failed) code = harness::kExitFailure;
+  }
+  return code;
+}
+
 }  // namespace
 
 int tau_command(const Args& args) {
@@ -181,7 +223,8 @@ int tau_command(const Args& args) {
   const Args rest(args.begin() + 1, args.end());
   if (args[0] == "check") return check(rest);
   if (args[0] == "calibrate") return calibrate(rest);
-  throw InputError(fmt::format("tau: unknown action '{}'; expected check or calibrate\n\n{}", args[0], kUsage));
+  if (args[0] == "law") return law(rest);
+  throw InputError(fmt::format("tau: unknown action '{}'; expected check, calibrate or law\n\n{}", args[0], kUsage));
 }
 
 }  // namespace harness::cli
