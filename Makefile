@@ -53,7 +53,8 @@ bench: build
 	scripts/bench.sh $(BUILD)
 
 # docs/results.md: Table 1 (sweeps/table1.yaml) and the τ ablation at CPU scale, with their figures
-# and tau check's calibration (about 70 minutes on 2 cores; a rerun skips finished runs).
+# tau check's calibration and the law of the best τ against L (about 4 hours on 2 cores; a rerun
+# skips finished runs).
 results: deps build-harness
 	scripts/results.sh $(BUILD)
 

@@ -35,6 +35,10 @@ mkdir -p "$OUT"
 # 60 pairs of 3-seed arms of the same τ (about 28 minutes on 2 cores).
 "$HARNESS" sweep run sweeps/tau-check-calibration.yaml --jobs "$JOBS" --threads-per-job 1 --no-live >/dev/null
 "$HARNESS" tau calibrate sweeps/tau-check-calibration.yaml --out "$OUT/tau-check-calibration.md" >/dev/null
+# The law of the best τ against L (docs/tau-vs-context.md): 96 runs at L = 64 … 512, about 2.5
+# hours on 2 cores; its tables, CSV and figures in docs/results/tau-law/.
+"$HARNESS" sweep run sweeps/tau-law.yaml --jobs "$JOBS" --threads-per-job 1 --no-live >/dev/null
+"$HARNESS" tau law sweeps/tau-law.yaml --out "$OUT/tau-law" >/dev/null
 # The IID-logit theory at every τ the two sweeps train (L = 64: L/400, and L/409600 … L/40.96).
 "$HARNESS" theory entropy --tau 0.16 --tau 0.00015625 --tau 0.0015625 --tau 0.015625 --tau 0.15625 \
     --tau 1.5625 --out runs/theory/entropy-results.h5 >/dev/null
