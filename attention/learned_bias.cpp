@@ -53,18 +53,48 @@ torch::Tensor values_gradient(const Method& m, const torch::Tensor& values, cons
   return dvalues.to(values.options());
 }
 
-// The table as an autograd function of the values (H, P). `method` is the address of the caller's
-// Method, which outlives the graph (the module's own).
+// A Method as the autograd graph keeps it: by value, in the node's saved data (the graph may outlive
+// the module that made it, and a pointer through autograd is no state of the node's own).
+void save_method(AutogradContext* ctx, const Method& m) {
+  auto& d = ctx->saved_data;
+  d["preset"] = m.preset;
+  d["enums"] = std::vector<int64_t>{int64_t(m.positional), int64_t(m.transform), int64_t(m.p_rope_variant),
+                                    int64_t(m.kernel)};
+  d["sizes"] = std::vector<int64_t>{m.train_context, m.heads, m.head_dim};
+  d["values"] = std::vector<double>(m.values.begin(), m.values.end());
+  d["fractions"] = std::vector<double>{m.p_rope_fraction, m.score_scale};
+}
+
+Method load_method(AutogradContext* ctx) {
+  auto& d = ctx->saved_data;
+  Method m;
+  m.preset = d["preset"].toStringRef();
+  const auto e = d["enums"].toIntVector(), n = d["sizes"].toIntVector();
+  m.positional = Positional(e[0]);
+  m.transform = Transform(e[1]);
+  m.p_rope_variant = PRoPEVariant(e[2]);
+  m.kernel = Kernel(e[3]);
+  m.train_context = n[0];
+  m.heads = n[1];
+  m.head_dim = n[2];
+  const auto v = d["values"].toDoubleVector(), f = d["fractions"].toDoubleVector();
+  std::copy(v.begin(), v.end(), m.values.begin());
+  m.p_rope_fraction = f[0];
+  m.score_scale = f[1];
+  return m;
+}
+
+// The table as an autograd function of the values (H, P).
 struct LearnedBiasFunction : public torch::autograd::Function<LearnedBiasFunction> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& values, int64_t method, int64_t T) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& values, const Method& m, int64_t T) {
     ctx->save_for_backward({values});
-    ctx->saved_data["method"] = method;
-    return table_from_values(*reinterpret_cast<const Method*>(method), values, T);
+    save_method(ctx, m);
+    return table_from_values(m, values, T);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const Method& m = *reinterpret_cast<const Method*>(ctx->saved_data["method"].toInt());
-    return {values_gradient(m, ctx->get_saved_variables()[0], grads[0]), torch::Tensor(), torch::Tensor()};
+    return {values_gradient(load_method(ctx), ctx->get_saved_variables()[0], grads[0]), torch::Tensor(),
+            torch::Tensor()};
   }
 };
 
@@ -91,7 +121,7 @@ torch::Tensor values_of(const Method& m, const std::vector<torch::Tensor>& param
 
 torch::Tensor learned_bias_table(const Method& m, const std::vector<torch::Tensor>& params, int64_t T) {
   if (!m.learned_bias()) return {};
-  return LearnedBiasFunction::apply(values_of(m, params), reinterpret_cast<int64_t>(&m), T);
+  return LearnedBiasFunction::apply(values_of(m, params), m, T);
 }
 
 torch::Tensor learned_bias_table_forward(const Method& m, const std::vector<torch::Tensor>& params, int64_t T) {

@@ -14,8 +14,8 @@ namespace attention {
 
 // params: the module's learned parameters in the row's `learned` order, (H) or (H, per_head) each.
 // Returns the (H, T) table on the parameters' device, float32 (float64 for float64 parameters),
-// differentiable w.r.t. each of them (the backward reads `method`: it must outlive the graph, as
-// the module's own does); undefined when the method has no learned bias.
+// differentiable w.r.t. each of them (the graph keeps its own copy of `method`); undefined when the
+// method has no learned bias.
 torch::Tensor learned_bias_table(const Method& method, const std::vector<torch::Tensor>& params, int64_t T);
 
 // The two directions without autograd, for a caller that keeps the graph itself (the PyTorch
