@@ -212,7 +212,7 @@ TauLaw tau_law(const std::vector<TauLawCurve>& curves, const TauLawOptions& opti
   return law;
 }
 
-std::vector<TauLawCurve> tau_law_curves(const RunSet& set) {
+TauLawCurves tau_law_curves(const RunSet& set) {
   // L → τ → seed → factor → mean window loss of the last validation.
   std::map<int64_t, std::map<double, std::map<int64_t, std::map<int64_t, double>>>> data;
   for (const auto& run : set.runs) {
@@ -226,18 +226,20 @@ std::vector<TauLawCurve> tau_law_curves(const RunSet& set) {
       data[L][tau][int64_t(run.config.train.seed)][T / L] = s / double(rows.window_loss.size());
     }
   }
-  std::vector<TauLawCurve> curves;
+  TauLawCurves out;
   for (const auto& [L, by_tau] : data) {
+    std::set<int64_t> seeds;
+    for (const auto& [tau, by_seed] : by_tau)
+      for (const auto& [seed, f] : by_seed) seeds.insert(seed);
     TauLawCurve c;
     c.L = L;
-    std::set<int64_t> seeds;
-    for (const auto& [seed, f] : by_tau.begin()->second) seeds.insert(seed);
+    c.seeds.assign(seeds.begin(), seeds.end());
     for (const auto& [tau, by_seed] : by_tau) {
-      std::set<int64_t> here;
-      for (const auto& [seed, f] : by_seed) here.insert(seed);
-      if (here != seeds)
-        throw harness::InputError(fmt::format("{}: at L = {} the runs of τ = {} have other seeds than those of τ = {}: "
-                                              "finish the sweep first", set.dir, L, tau, by_tau.begin()->first));
+      if (by_seed.size() < seeds.size()) {
+        out.skipped.push_back(fmt::format("L = {}: τ = {:g} left out ({} of {} seeds done)", L, tau, by_seed.size(),
+                                          seeds.size()));
+        continue;
+      }
       c.tau.push_back(tau);
       for (const auto& [factor, loss] : by_seed.begin()->second) {
         auto& rows = c.loss[factor];
@@ -245,14 +247,17 @@ std::vector<TauLawCurve> tau_law_curves(const RunSet& set) {
         for (int64_t seed : seeds) rows.back().push_back(by_seed.at(seed).at(factor));
       }
     }
-    c.seeds.assign(seeds.begin(), seeds.end());
-    if (c.tau.size() < 3 || c.seeds.size() < 2)
-      throw harness::InputError(fmt::format("{}: L = {} has {} τ and {} seeds done; the law needs 3 τ and 2 seeds "
-                                            "at every L", set.dir, L, c.tau.size(), c.seeds.size()));
-    curves.push_back(std::move(c));
+    if (c.tau.size() < 3 || c.seeds.size() < 2) {
+      out.skipped.push_back(fmt::format("L = {} left out: {} τ with all {} seeds done (the law needs 3 τ and 2 seeds)",
+                                        L, c.tau.size(), c.seeds.size()));
+      continue;
+    }
+    out.curves.push_back(std::move(c));
   }
-  if (curves.empty()) throw harness::InputError(fmt::format("{}: no finished run", set.dir));
-  return curves;
+  if (out.curves.empty())
+    throw harness::InputError(fmt::format("{}: no training context has 3 τ with 2 or more seeds done{}", set.dir,
+                                          out.skipped.empty() ? "" : " (" + out.skipped.back() + ")"));
+  return out;
 }
 
 namespace {

@@ -34,6 +34,11 @@ struct TauLawCurve {
   std::map<int64_t, std::vector<std::vector<double>>> loss;  // factor T / L → [τ][seed]
 };
 
+struct TauLawCurves {
+  std::vector<TauLawCurve> curves;
+  std::vector<std::string> skipped;  // τ or whole L left out, and why (a sweep still running)
+};
+
 struct TauLawOptions {
   double level = 0.9;
   int replicates = 4000;
@@ -70,9 +75,10 @@ struct TauLaw {
   std::map<int64_t, TauEstimate> breakdown;  // by L
 };
 
-// The curves of a run set (done runs; rows attention.tau × train.context × train.seed). Throws
-// harness::InputError for fewer than 2 seeds or 3 τ at some L, or seeds that differ between its τ.
-std::vector<TauLawCurve> tau_law_curves(const RunSet& set);
+// The curves of a run set (done runs; rows attention.tau × train.context × train.seed). At each L
+// only the τ with every seed any τ of that L has are kept, and only the L with 3 or more such τ
+// and 2 or more seeds; what is left out is said. Throws harness::InputError when no L is left.
+TauLawCurves tau_law_curves(const RunSet& set);
 
 // Throws std::invalid_argument for malformed curves.
 TauLaw tau_law(const std::vector<TauLawCurve>& curves, const TauLawOptions& options = {});

@@ -50,7 +50,8 @@ const char* kUsage =
     "  seeds (sweeps/tau-law.yaml). Per L and validation context, τ* is the minimum of a quadratic in\n"
     "  ln τ around the grid's best, with a parametric bootstrap interval (seed offsets removed: seeds\n"
     "  are paired across τ); the slope k of ln τ* on ln L with its interval, said in the words the\n"
-    "  interval allows; the breakdown τ where the 16L loss rises 0.1 above the 1L loss. --out: also\n"
+    "  interval allows; the breakdown τ where the 16L loss rises 0.1 above the 1L loss. A τ not yet\n"
+    "  done at every seed of its L is left out, and said so (a sweep still running). --out: also\n"
     "  tau-law.md, tau-law.csv and the figures (tau_law_star, tau_law_loss_<k>L; CSV beside each).";
 
 template <class T>
@@ -196,7 +197,8 @@ int law(const Args& args) {
   if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
   if (!(o.level > 0 && o.level < 1)) throw InputError(fmt::format("--level: expected a number in (0, 1), got {}", o.level));
   if (o.replicates < 100) throw InputError(fmt::format("--replicates: expected 100 or more, got {}", o.replicates));
-  const auto curves = analysis::tau_law_curves(analysis::load_run_set(input));
+  const auto [curves, skipped] = analysis::tau_law_curves(analysis::load_run_set(input));
+  for (const auto& note : skipped) fmt::print(stderr, "note: {}\n", note);
   const auto law = analysis::tau_law(curves, o);
   const std::string text = analysis::format_tau_law(law);
   fmt::print("{}", text);

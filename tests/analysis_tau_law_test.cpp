@@ -139,15 +139,23 @@ TEST(TauLaw, CurvesAreReadFromRunFilesPerTrainingContextTauAndSeed) {
         fs::create_directories(dir);
         results::publish(r, (dir / "run.h5").string());
       }
-  const auto curves = analysis::tau_law_curves(analysis::load_run_set(tmp.path.string()));
+  const auto curves = analysis::tau_law_curves(analysis::load_run_set(tmp.path.string())).curves;
   ASSERT_EQ(curves.size(), 2u);
   EXPECT_EQ(curves[1].L, 128);
   EXPECT_EQ(curves[1].tau, (std::vector<double>{1, 2, 4}));
   EXPECT_EQ(curves[1].seeds, (std::vector<int64_t>{0, 1}));
   ASSERT_EQ(curves[1].loss.size(), 3u);
   EXPECT_NEAR(curves[1].loss.at(16)[2][1], 16 + 0.4 + 0.01, 1e-12);
-  // A τ short of a seed: the sweep is not finished.
+  // A τ short of a seed (a sweep still running) is left out and said so; an L left with fewer than 3
+  // τ is left out; none left is an error.
   fs::remove_all(tmp.path / "L64-t2-s1");
+  const auto partial = analysis::tau_law_curves(analysis::load_run_set(tmp.path.string()));
+  ASSERT_EQ(partial.curves.size(), 1u);
+  EXPECT_EQ(partial.curves[0].L, 128);
+  ASSERT_EQ(partial.skipped.size(), 2u);
+  EXPECT_EQ(partial.skipped[0], "L = 64: τ = 2 left out (1 of 2 seeds done)");
+  EXPECT_EQ(partial.skipped[1], "L = 64 left out: 2 τ with all 2 seeds done (the law needs 3 τ and 2 seeds)");
+  fs::remove_all(tmp.path / "L128-t4-s0");
   EXPECT_THROW(analysis::tau_law_curves(analysis::load_run_set(tmp.path.string())), harness::InputError);
 }
 
