@@ -183,8 +183,7 @@ BackwardResult attention_backward_cpu(const Tensor& grad_out, const std::optiona
   const Inputs in = inputs(q, method, train_context, names, values, head_scale, learned);
   const auto g = attention::fused_attention_cpu_backward(
       rotate(q, in.rotary), rotate(k, in.rotary), v, out, lse, grad_out,
-      grad_lse ? *grad_lse : Tensor(), in.mod, head_scale ? in.head_scale : Tensor(), in.alibi,
-      learned.empty() ? Tensor() : in.bias_table);
+      grad_lse ? *grad_lse : Tensor(), in.mod, in.head_scale, in.alibi, in.bias_table);
   const Tensor dhead = head_scale ? g.dhead_scale.to(head_scale->scalar_type()) : q.new_empty({0});
   return {unrotate(g.dq, in.rotary), unrotate(g.dk, in.rotary), g.dv, dhead,
           learned_gradients(in, learned, g.dbias_table)};
@@ -215,16 +214,15 @@ BackwardResult attention_backward_cuda(const Tensor& grad_out, const std::option
   const Inputs in = inputs(q, method, train_context, names, values, head_scale, learned);
   auto f32 = [](const Tensor& t) { return t.defined() ? t.to(torch::kFloat32) : t; };
   const Tensor qr = rotate(q, in.rotary), kr = rotate(k, in.rotary);
-  // The head-scale gradient needs a row statistic of the forward pass: rerun it (only then).
+  // With a head scale, the backward needs a row statistic of the forward pass: rerun it (only then).
   attention::cuda::ForwardPass f;
-  if (head_scale)
+  if (in.head_scale.defined())
     f = attention::cuda::fused_attention_forward_pass(qr, kr, v, in.mod, f32(in.head_scale), f32(in.alibi),
                                                       f32(in.bias_table));
   else
     f = {out, lse.to(torch::kFloat32), Tensor()};
   const auto g = attention::cuda::fused_attention_backward_pass(
-      qr, kr, v, f, grad_out, in.mod, head_scale ? f32(in.head_scale) : Tensor(), f32(in.alibi),
-      learned.empty() ? Tensor() : f32(in.bias_table));
+      qr, kr, v, f, grad_out, in.mod, f32(in.head_scale), f32(in.alibi), f32(in.bias_table));
   const Tensor dhead = head_scale ? g.dhead_scale.to(head_scale->scalar_type()) : q.new_empty({0});
   return {unrotate(g.dq, in.rotary), unrotate(g.dk, in.rotary), g.dv, dhead,
           learned_gradients(in, learned, g.dbias_table)};

@@ -146,6 +146,26 @@ def test_forward_and_gradients_equal_the_float64_reference(method, T):
         torch.testing.assert_close(g, r, rtol=1e-8, atol=1e-9)
 
 
+def initial_learned(method, H):
+    """The harness's initial values (attention/transforms.cpp): KERPLE's r1, r2 at the per-head
+    quantiles of the uniform laws KERPLE's code draws from, U(0, 2) and U(0, 1); T5's biases 0."""
+    u = (torch.arange(H, dtype=torch.float64) + 0.5) / H
+    return {"kerple": [2 * u, u], "t5": [torch.zeros(H, 32, dtype=torch.float64)]}.get(PRESETS[method][1], [])
+
+
+@pytest.mark.parametrize("method", ["logn+rope", "logn+ntk", "kerple", "kerple+p-rope", "t5"])
+def test_omitted_learned_parameters_are_their_initial_values_forward_and_backward(method):
+    (q, k, v), _, _ = inputs(method, T=40)
+    out = sia.attention(q, k, v, method, train_context=16, **PARAMETERS)
+    ref, _ = reference(q, k, v, method, 16, PARAMETERS, None, initial_learned(method, q.shape[1]))
+    torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-10)
+    w = torch.randn_like(out)
+    grads = torch.autograd.grad((out * w).sum(), [q, k, v])
+    ref_grads = torch.autograd.grad((ref * w).sum(), [q, k, v])
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-8, atol=1e-9)
+
+
 @pytest.mark.parametrize("method", ["si+p-rope", "alibi", "logn+ntk", "kerple"])
 def test_float32_is_within_float32_rounding_of_the_reference(method):
     (q, k, v), extra, _ = inputs(method, T=64, D=32, dtype=torch.float32, grad=False)
