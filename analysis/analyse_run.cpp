@@ -21,9 +21,11 @@ using harness::InputError;
 namespace {
 
 // The settings an analysis was made at: the same settings, the same numbers.
-std::map<std::string, results::Attribute> settings(int64_t windows, int64_t queries, uint64_t seed,
-                                                   int64_t step) {
-  return {{"windows", windows},
+// The windows by their fingerprint too: with eval.same_text the same count means other text.
+std::map<std::string, results::Attribute> settings(const harness::data::EvalWindows& windows, int64_t queries,
+                                                   uint64_t seed, int64_t step) {
+  return {{"windows", windows.requested},
+          {"window_fingerprint", harness::data::window_fingerprint(windows)},
           {"queries_per_window", queries},
           {"eval_seed", int64_t(seed)},
           {"checkpoint_step", step}};
@@ -76,7 +78,6 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
   }
 
   // Everything checked before any work: contexts the model and the data can take.
-  std::map<int64_t, harness::data::EvalWindows> eval_windows;
   const auto method = attention::resolve_method(harness::config::method_options(c));
   for (const int64_t T : contexts) {
     try {
@@ -84,18 +85,20 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
     } catch (const std::invalid_argument& e) {
       throw InputError(fmt::format("--contexts: {}", e.what()));
     }
-    try {
-      eval_windows.emplace(T, run.dataset->eval_windows(T, windows_at(T), c.eval.seed));
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("context {}: {}", T, e.what()));
-    }
+  }
+  std::map<int64_t, harness::data::EvalWindows> eval_windows;
+  try {  // the run's eval.same_text holds for the contexts analysed here too
+    eval_windows = harness::data::make_validation_windows(run.dataset->validation_documents(), contexts, windows_at,
+                                                          c.eval.seed, c.eval.same_text);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}{}", c.eval.same_text ? "eval.same_text: " : "", e.what()));
   }
 
   AnalyseOutcome out;
   out.run_dir = run_dir;
   std::map<int64_t, results::DatasetGroup> done;
   for (const auto& [T, w] : eval_windows) {
-    const auto wanted = settings(windows_at(T), queries, c.eval.seed, run.record.status_step);
+    const auto wanted = settings(w, queries, c.eval.seed, run.record.status_step);
     const auto existing = run.record.analysis.find(T);
     if (!o.force && existing != run.record.analysis.end() && same_settings(existing->second, wanted)) {
       out.skipped.push_back(T);
@@ -111,7 +114,6 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
     g.arrays["loss_se"] = {{1}, {r.loss_se}, "nats/token, standard error of loss over the windows"};
     g.arrays["window_loss"] = {{int64_t(r.window_loss.size())}, r.window_loss,
                                "nats/token, mean of each window (in the order of the windows)"};
-    g.attributes["window_fingerprint"] = r.window_fingerprint;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     g.attributes["seconds"] = seconds;
     done[T] = std::move(g);

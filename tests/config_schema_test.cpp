@@ -85,6 +85,12 @@ TEST(Config, CrossKeyChecksPointAtTheKey) {
   EXPECT_NE(msg.find("train.grad_accum: must divide train.batch_size (10)"), std::string::npos) << msg;
   msg = error_of("train:\n  context: 64\neval:\n  contexts: [L, L/3]\n");
   EXPECT_NE(msg.find("eval.contexts: context 'L/3' resolves to"), std::string::npos) << msg;
+  // eval.same_text cuts the shorter contexts from the longest: each must divide it.
+  msg = error_of("train:\n  context: 64\neval:\n  contexts: [L, 3L, 16L]\n  same_text: true\n");
+  EXPECT_NE(msg.find("cfg.yaml:5:14: eval.same_text: the same text is cut from windows of the longest context "
+                     "(1024) into chunks, so every context must divide it; eval.contexts holds 192"),
+            std::string::npos) << msg;
+  EXPECT_EQ(error_of("train:\n  context: 64\neval:\n  contexts: [L, 4L, 16L]\n  same_text: true\n"), "<no error>");
 }
 
 TEST(Config, RelativeValuesResolveAgainstTrainingContext) {
@@ -168,6 +174,9 @@ TEST(Config, KeysTheMethodDoesNotReadAreNotPartOfTheRunId) {
   EXPECT_EQ(id_of("optim: {name: adamw, momentum: 0.5}"), id_of("optim: {name: adamw}"));
   EXPECT_NE(id_of("optim: {name: muon, momentum: 0.5}"), id_of("optim: {name: muon}"));
   EXPECT_EQ(id_of("schedule: {kind: cosine, cooldown_fraction: 0.2}"), id_of("schedule: {kind: cosine}"));
+  // eval.same_text while false: earlier ids hold.
+  EXPECT_EQ(id_of("eval: {same_text: false}"), id_of("eval: {}"));
+  EXPECT_NE(id_of("eval: {same_text: true}"), id_of("eval: {}"));
   // The full canonical text keeps every key, marking the unread ones.
   const auto rope = load_run_config_text(L64 + "attention: {method: rope}", "x.yaml").config;
   EXPECT_NE(harness::config::canonical_text(rope, false).find("attention.tau: 10  # not read by this run"),

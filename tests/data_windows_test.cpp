@@ -227,6 +227,71 @@ TEST(DataEvalWindows, ContextTooLongNamesContextAndLongestDocument) {
   EXPECT_THROW(make_eval_windows(docs, 8, 0, 1), harness::InputError);
 }
 
+// eval.same_text: the shorter contexts' windows are chunks of the longest's, so their targets are
+// the long windows' targets, each exactly once.
+TEST(DataEvalWindows, CutWindowsScoreTheLongWindowsTargetsEachOnce) {
+  const auto docs = numbered_docs({10, 40, 100, 33, 70});  // token = document · 100000 + position
+  const auto longest = make_eval_windows(docs, 32, 3, 5);
+  ASSERT_EQ(longest.tokens.size(0), 3);
+  for (const int64_t T : {1, 4, 8, 32}) {
+    const auto cut = cut_eval_windows(longest, T);
+    const int64_t chunks = 32 / T;
+    EXPECT_EQ(cut.context, T);
+    EXPECT_EQ(cut.requested, 3 * chunks);
+    ASSERT_EQ(cut.tokens.sizes(), (std::vector<int64_t>{3 * chunks, T + 1}));
+    ASSERT_EQ(cut.sources.size(), static_cast<size_t>(3 * chunks));
+    for (int64_t w = 0; w < 3; ++w) {
+      const int64_t first = longest.tokens[w][0].item<int64_t>();
+      std::vector<int64_t> targets;  // every chunk's targets, in row order
+      for (int64_t c = 0; c < chunks; ++c) {
+        const auto row = cut.tokens[w * chunks + c];
+        EXPECT_TRUE(torch::equal(row, torch::arange(first + c * T, first + c * T + T + 1, torch::kInt64)));
+        const int64_t doc = first / 100000, offset = first % 100000;
+        EXPECT_EQ(cut.sources[w * chunks + c], "d" + std::to_string(doc) + "@" + std::to_string(offset + c * T));
+        for (int64_t i = 1; i <= T; ++i) targets.push_back(row[i].item<int64_t>());
+      }
+      std::vector<int64_t> long_targets;
+      for (int64_t i = 1; i <= 32; ++i) long_targets.push_back(longest.tokens[w][i].item<int64_t>());
+      EXPECT_EQ(targets, long_targets) << "window " << w << ", T = " << T;
+    }
+    EXPECT_EQ(window_documents(cut).size(), static_cast<size_t>(3 * chunks));
+  }
+  try {
+    cut_eval_windows(longest, 12);
+    FAIL();
+  } catch (const harness::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("context 12 cannot be cut from windows of 32 tokens"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(cut_eval_windows(longest, 0), harness::InputError);
+}
+
+TEST(DataEvalWindows, ValidationWindowsDrawEachContextOrCutTheLongest) {
+  const auto docs = numbered_docs({10, 40, 100, 33, 70});
+  const auto count = [](int64_t T) { return T == 32 ? 2 : 5; };
+  const auto independent = make_validation_windows(docs, {8, 32, 16}, count, 9, false);
+  ASSERT_EQ(independent.size(), 3u);
+  for (const int64_t T : {8, 16, 32}) {
+    const auto expected = make_eval_windows(docs, T, count(T), 9);
+    EXPECT_TRUE(torch::equal(independent.at(T).tokens, expected.tokens)) << T;
+    EXPECT_EQ(independent.at(T).sources, expected.sources) << T;
+  }
+  const auto same = make_validation_windows(docs, {8, 32, 16}, count, 9, true);
+  ASSERT_EQ(same.size(), 3u);
+  EXPECT_TRUE(torch::equal(same.at(32).tokens, make_eval_windows(docs, 32, 2, 9).tokens));
+  for (const int64_t T : {8, 16}) {
+    EXPECT_TRUE(torch::equal(same.at(T).tokens, cut_eval_windows(same.at(32), T).tokens)) << T;
+    EXPECT_EQ(same.at(T).tokens.size(0), 2 * 32 / T);
+  }
+  // A context the documents cannot hold is named.
+  try {
+    make_validation_windows(docs, {8, 128}, count, 9, true);
+    FAIL();
+  } catch (const harness::InputError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("context 128: evaluation context 128 is too long", 0), 0u) << e.what();
+  }
+}
+
 TEST(DataEvalWindows, FixtureWindowsDecodeToDocumentText) {
   const auto split = split_corpus(load_text_corpus(fs::path(HARNESS_TEST_DATA) / "sotu"), 0.5);
   ByteTokenizer tok;

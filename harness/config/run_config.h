@@ -66,6 +66,8 @@ struct RunConfig {
     int64_t batch_size = 4;
     int64_t position_buckets = 8;   // mean loss per bucket of positions within the window
     uint64_t seed = 1234;           // placement of validation windows (shared across runs)
+    bool same_text = false;         // every context scores the same text: windows drawn at the
+                                    // longest context, cut into chunks for the shorter ones
     int64_t max_batch_tokens = 65536;  // a context's batches split to at most this many tokens
                                        // per forward (at least one window; not in the run id)
     int64_t attention_queries = kDefaultAttentionQueries;  // statistics of the last N positions per window; 0: off

@@ -137,6 +137,16 @@ void resolve_and_validate(LoadedConfig& loaded) {
                                            "number of tokens",
                                            c.eval.contexts[i].text(), t, c.train.context));
   }
+  if (c.eval.same_text && !c.eval.contexts.empty()) {
+    const auto contexts = c.eval_contexts();
+    const int64_t longest = *std::max_element(contexts.begin(), contexts.end());
+    for (const int64_t T : contexts)
+      if (T >= 1 && longest % T != 0)
+        fail_at("eval.same_text", fmt::format("the same text is cut from windows of the longest "
+                                              "context ({}) into chunks, so every context must divide "
+                                              "it; eval.contexts holds {} (contexts: {})",
+                                              longest, T, fmt::join(contexts, ", ")));
+  }
   if (c.task == "needle") {
     if (c.init_from.empty())
       fail_at("task", "task: needle fine-tunes a pretrained run: set init_from to its run "

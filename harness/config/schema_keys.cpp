@@ -394,6 +394,12 @@ std::vector<KeySpec> build_schema() {
   s.push_back(integer_key("eval.seed", [](auto& c) -> auto& { return c.eval.seed; }, 0,
                           std::numeric_limits<int64_t>::max(),
                           "placement of validation windows (keep equal across compared runs)"));
+  // Unread while false, so earlier run ids hold.
+  s.push_back(read_when(bool_key("eval.same_text", [](auto& c) -> auto& { return c.eval.same_text; },
+                                 "score every context on the same text: windows drawn at the "
+                                 "longest context, each cut into consecutive chunks for the shorter "
+                                 "ones (every context must divide the longest)"),
+                        [](const RunConfig& c) { return c.eval.same_text; }));
   s.push_back(integer_key("eval.max_batch_tokens",
                           [](auto& c) -> auto& { return c.eval.max_batch_tokens; }, 1,
                           int64_t(1) << 40,

@@ -1,5 +1,6 @@
 #include "harness/data/windows.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -200,6 +201,54 @@ EvalWindows make_eval_windows(const std::vector<TokenizedDocument>& validation, 
     windows.sources.push_back(validation[doc].name + "@" + std::to_string(offset));
   }
   return windows;
+}
+
+EvalWindows cut_eval_windows(const EvalWindows& longest, int64_t context) {
+  const int64_t T_l = longest.context;
+  if (context < 1 || T_l % context != 0)
+    throw InputError(fmt::format("context {} cannot be cut from windows of {} tokens: it must divide {}",
+                                 context, T_l, T_l));
+  const int64_t chunks = T_l / context, rows = longest.tokens.size(0);
+  EvalWindows out;
+  out.context = context;
+  out.requested = longest.requested * chunks;
+  // (N, T_l + 1) → (N, chunks, T + 1): chunk c starts at cT and overlaps the next by one token.
+  out.tokens = longest.tokens.as_strided({rows, chunks, context + 1}, {T_l + 1, context, 1})
+                   .reshape({rows * chunks, context + 1})
+                   .contiguous();
+  out.sources.reserve(static_cast<size_t>(rows * chunks));
+  for (const auto& source : longest.sources) {
+    const auto at = source.rfind('@');
+    const std::string document = source.substr(0, at);
+    const int64_t offset = std::stoll(source.substr(at + 1));
+    for (int64_t c = 0; c < chunks; ++c) out.sources.push_back(fmt::format("{}@{}", document, offset + c * context));
+  }
+  return out;
+}
+
+std::map<int64_t, EvalWindows> make_validation_windows(const std::vector<TokenizedDocument>& validation,
+                                                       const std::vector<int64_t>& contexts,
+                                                       const std::function<int64_t(int64_t)>& count,
+                                                       uint64_t seed, bool same_text) {
+  std::map<int64_t, EvalWindows> out;
+  const auto draw = [&](int64_t T) {
+    try {
+      out.emplace(T, make_eval_windows(validation, T, count(T), seed));
+    } catch (const InputError& e) {
+      throw InputError(fmt::format("context {}: {}", T, e.what()));
+    }
+  };
+  if (!same_text) {
+    for (const int64_t T : contexts)
+      if (!out.count(T)) draw(T);
+    return out;
+  }
+  if (contexts.empty()) return out;
+  const int64_t longest = *std::max_element(contexts.begin(), contexts.end());
+  draw(longest);
+  for (const int64_t T : contexts)
+    if (!out.count(T)) out.emplace(T, cut_eval_windows(out.at(longest), T));
+  return out;
 }
 
 std::vector<int64_t> window_documents(const EvalWindows& windows) {

@@ -5,6 +5,8 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -104,6 +106,22 @@ struct EvalWindows {
 // the longest validation document and its length), or when context or count is < 1.
 EvalWindows make_eval_windows(const std::vector<TokenizedDocument>& validation, int64_t context, int64_t count,
                               uint64_t seed);
+
+// The windows of a shorter context cut from `longest` (context T_l): each long window split into
+// T_l / T consecutive chunks, chunk c = its tokens [cT, cT + T] (T + 1 tokens; a chunk's last
+// token is the next chunk's first), so the chunks' targets are the long windows' targets, each
+// once, and every context scores the same text. Rows: window by window, chunks in order; sources
+// "<document>@<offset + cT>"; requested scales by T_l / T. Throws harness::InputError when T < 1
+// or T does not divide T_l.
+EvalWindows cut_eval_windows(const EvalWindows& longest, int64_t context);
+
+// Validation windows at every context in `contexts`: make_eval_windows(validation, T, count(T),
+// seed) at each, or with same_text one draw at the longest context (count(longest) windows) and
+// cut_eval_windows for the others. An InputError names the context it arose at.
+std::map<int64_t, EvalWindows> make_validation_windows(const std::vector<TokenizedDocument>& validation,
+                                                       const std::vector<int64_t>& contexts,
+                                                       const std::function<int64_t(int64_t)>& count,
+                                                       uint64_t seed, bool same_text);
 
 // Each window's document as a number: 0, 1, … in the order the documents first appear among the
 // windows (rows are in document order), from `sources` ("<document name>@<offset>").

@@ -53,13 +53,12 @@ std::unique_ptr<Setup> build(const config::LoadedConfig& loaded, const distribut
   torch::Device device = pick_device(loaded);
   if (device.is_cuda() && world.distributed()) device = torch::Device(torch::kCUDA, world.local_rank);
   auto s = std::unique_ptr<Setup>(new Setup{data::Dataset(c.data), {}, nullptr, nullptr, device});
-  for (const int64_t T : c.eval_contexts()) {
-    try {
-      s->eval_windows.emplace(T, s->dataset.eval_windows(T, c.eval_windows_at(T), c.eval.seed));
-    } catch (const InputError& e) {
-      throw InputError(fmt::format("{}: eval.contexts: {}", loaded.location_of("eval.contexts").str(),
-                                   e.what()));
-    }
+  try {
+    s->eval_windows = data::make_validation_windows(
+        s->dataset.validation_documents(), c.eval_contexts(), [&](int64_t T) { return c.eval_windows_at(T); },
+        c.eval.seed, c.eval.same_text);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: eval.contexts: {}", loaded.location_of("eval.contexts").str(), e.what()));
   }
   torch::manual_seed(c.train.seed);
   try {
