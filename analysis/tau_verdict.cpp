@@ -7,19 +7,12 @@
 #include <cmath>
 #include <map>
 
+#include "analysis/arm_grid.h"
 #include "harness/common/errors.h"
 
 namespace analysis {
 
-double TauArm::mean() const {
-  double sum = 0;
-  for (const auto& run : runs) {
-    double m = 0;
-    for (const double x : run.loss) m += x / double(run.loss.size());
-    sum += m / double(runs.size());
-  }
-  return sum;
-}
+double TauArm::mean() const { return mean_loss(runs); }
 
 const char* to_string(TauClass c) {
   switch (c) {
@@ -148,46 +141,17 @@ std::string format_verdicts(const std::vector<TauVerdict>& verdicts, int64_t L, 
 }
 
 std::vector<ContextRuns> tau_grid(const RunSet& set) {
-  // context → τ text → arm
-  std::map<int64_t, std::map<std::string, TauArm>> arms;
-  std::map<int64_t, std::pair<std::string, std::vector<int64_t>>> windows;  // fingerprint, documents
-  std::map<int64_t, bool> documents_known;
-  for (const auto& run : set.runs) {
-    if (!run.record || run.state != "done") continue;
-    const auto tau = run.values.find("attention.tau");
-    const std::string tau_text = tau != run.values.end() ? tau->second : "";
-    const auto seed = run.values.find("train.seed");
-    const int64_t seed_value = seed != run.values.end() ? std::stoll(seed->second) : int64_t(run.config.train.seed);
-    for (const auto& [T, rows] : run.record->eval) {
-      if (rows.window_loss.empty())
-        throw harness::InputError(fmt::format("{}: no per-window losses at context {} (a run file written before "
-                                              "they were stored): run it again", run.dir, T));
-      auto& w = windows[T];
-      if (w.first.empty()) {
-        w.first = rows.window_fingerprint;
-        w.second = rows.window_document;
-        documents_known[T] = rows.window_document.size() == rows.window_loss.size();
-        if (!documents_known[T]) {  // each window its own document
-          w.second.resize(rows.window_loss.size());
-          for (size_t i = 0; i < w.second.size(); ++i) w.second[i] = int64_t(i);
-        }
-      } else if (w.first != rows.window_fingerprint) {
-        throw harness::InputError(fmt::format("{}: validated on other windows at context {} than the other runs "
-                                              "(fingerprint {} vs {})", run.dir, T, rows.window_fingerprint, w.first));
-      }
-      auto& arm = arms[T][tau_text];
-      arm.tau = tau_text;
-      arm.value = run.config.attention.parameters[attention::Parameter::kTau].resolve(run.train_context);
-      arm.runs.push_back({seed_value, rows.window_loss});
-    }
-  }
   std::vector<ContextRuns> out;
-  for (auto& [T, by_tau] : arms) {
+  for (const auto& g : arm_grid(set, {"attention.tau"})) {
     ContextRuns c;
-    c.context = T;
-    c.document = windows[T].second;
-    c.documents_known = documents_known[T];
-    for (auto& [text, arm] : by_tau) c.arms.push_back(arm);
+    c.context = g.context;
+    c.document = g.document;
+    c.documents_known = g.documents_known;
+    for (const auto& arm : g.arms) {
+      const auto& first = *arm.first;
+      c.arms.push_back({arm.label, first.config.attention.parameters[attention::Parameter::kTau].resolve(first.train_context),
+                        arm.runs});
+    }
     std::sort(c.arms.begin(), c.arms.end(), [](const TauArm& a, const TauArm& b) { return a.value < b.value; });
     out.push_back(std::move(c));
   }

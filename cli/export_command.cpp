@@ -1,10 +1,11 @@
-// `harness export table|curves`: argument parsing only; the work is analysis/export/export_table.h and
-// analysis/export_curves.h.
+// `harness export table|curves|pairs`: argument parsing only; the work is analysis/export/export_table.h,
+// analysis/export_curves.h and analysis/pairwise_gaps.h.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "analysis/export_curves.h"
 #include "analysis/export/export_table.h"
+#include "analysis/pairwise_gaps.h"
 #include "analysis/run_set.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -26,10 +27,15 @@ const char* kUsage =
     "         (docs/export.md)\n"
     "       harness export curves SWEEP_FILE|RUNS_DIR|THEORY_FILE --out DIR [--theory FILE]\n"
     "         one CSV per figure and its SVG/PNG rendered with gnuplot\n"
+    "       harness export pairs SWEEP_FILE|RUNS_DIR [--by K,..] [--level 0.95] [--format md|csv] [--out FILE]\n"
+    "         the final validation loss's gap between every two arms (the values of --by, default\n"
+    "         every varying key but the seed) at each context: paired by seed, windows clustered\n"
+    "         by document, resolved by Holm's procedure at a family-wise 1 − level\n"
     "examples:\n"
     "  harness export table sweeps/quickstart.yaml --format csv --out runs/quickstart/table.csv\n"
     "  harness export table sweeps/table1.yaml --metric attention/band_mass@10 --cols context\n"
-    "  harness export curves sweeps/quickstart.yaml --out runs/quickstart/figures";
+    "  harness export curves sweeps/quickstart.yaml --out runs/quickstart/figures\n"
+    "  harness export pairs sweeps/table1-same-text.yaml --out runs/table1-same-text/pairs.md";
 
 int table(const Args& args) {
   po::options_description options("export table options");
@@ -64,6 +70,52 @@ int table(const Args& args) {
   if (!out.empty()) {
     harness::write_file_atomically(out, text);
     fmt::print(stderr, "table: {}\n", out);
+  }
+  return kExitOk;
+}
+
+int pairs(const Args& args) {
+  po::options_description options("export pairs options");
+  std::string input, format = "md", out;
+  std::vector<std::string> by;
+  double level = 0.95;
+  po::options_description arguments;
+  arguments.add_options()("input", po::value(&input)->required(), "a sweep file or a directory of runs");
+  options.add_options()
+      ("by", po::value(&by)->composing(), "the keys whose values are the arms, comma-separated (default: every "
+       "varying key but train.seed)")
+      ("level", po::value(&level)->default_value(0.95), "1 − the family-wise error rate of a context's pairs")
+      ("format", po::value(&format)->default_value("md"), "md | csv")
+      ("out", po::value(&out), "also write the tables to FILE");
+  po::positional_options_description positional;
+  positional.add("input", 1);
+  po::variables_map vm;
+  if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
+  if (format != "md" && format != "csv") throw InputError(fmt::format("--format: expected md or csv, got '{}'", format));
+  if (!(level > 0 && level < 1)) throw InputError(fmt::format("--level: expected a number in (0, 1), got {}", level));
+  const auto set = analysis::load_run_set(input);
+  std::vector<std::string> keys = split_commas(by);
+  for (const auto& k : keys)
+    if (std::find(set.keys.begin(), set.keys.end(), k) == set.keys.end())
+      throw InputError(fmt::format("--by: '{}' does not vary in {}; keys that vary: {}", k, input,
+                                   fmt::join(set.keys, ", ")));
+  if (keys.empty())
+    for (const auto& k : set.keys)
+      if (k != "train.seed") keys.push_back(k);
+  if (keys.empty()) throw InputError(fmt::format("{}: no key but the seed varies: there are no arms to compare", input));
+  std::vector<analysis::PairTable> tables;
+  for (const auto& grid : analysis::arm_grid(set, keys)) tables.push_back(analysis::pairwise_gaps(grid, level));
+  if (tables.empty()) throw InputError(fmt::format("{}: no finished run to compare", input));
+  int64_t L = set.runs.front().train_context;  // contexts are labelled as multiples of L when all share it
+  for (const auto& run : set.runs)
+    if (run.train_context != L) L = 0;
+  const std::string text = format == "csv" ? analysis::format_pairs_csv(tables)
+                                           : analysis::format_pairs_markdown(tables, L);
+  fmt::print("{}", text);
+  for (const auto& w : set.warnings) fmt::print(stderr, "warning: {}\n", w);
+  if (!out.empty()) {
+    harness::write_file_atomically(out, text);
+    fmt::print(stderr, "pairs: {}\n", out);
   }
   return kExitOk;
 }
@@ -108,7 +160,8 @@ int export_command(const Args& args) {
   const Args rest(args.begin() + 1, args.end());
   if (args[0] == "table") return table(rest);
   if (args[0] == "curves") return curves(rest);
-  throw InputError(fmt::format("export: unknown action '{}'; expected table or curves\n\n{}", args[0], kUsage));
+  if (args[0] == "pairs") return pairs(rest);
+  throw InputError(fmt::format("export: unknown action '{}'; expected table, curves or pairs\n\n{}", args[0], kUsage));
 }
 
 }  // namespace harness::cli

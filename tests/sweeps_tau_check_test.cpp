@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -104,6 +105,12 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
   for (const auto& r : sweep.runs)
     records[{r.setting_text("attention.tau"), r.setting_text("train.seed")}] =
         results::read_run_file((tmp.path / r.run_dir / "run.h5").string());
+  // `export pairs` on the same runs: one pair per context, so Holm is the plain interval.
+  ASSERT_EQ(test_support::wait_exit(test_support::spawn_harness(
+                tmp.path, {"export", "pairs", plan.path, "--format", "csv"}, tmp.path / "pairs.csv")),
+            0)
+      << test_support::read_text(tmp.path / "pairs.csv");
+  const std::string pairs_csv = test_support::read_text(tmp.path / "pairs.csv");
   for (const int64_t T : {16, 64}) {
     std::vector<double> d;
     for (const std::string seed : {"0", "1"}) {
@@ -122,6 +129,17 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
     EXPECT_NE(out.find(where), std::string::npos) << out;
     EXPECT_NE(out.find(interval), std::string::npos) << interval << "\n" << out;
     EXPECT_NE(out.find("2 seeds paired, windows clustered by 1 document\n"), std::string::npos) << out;
+    // Its row: context, a, b (a the lower mean: the sign of the gap is a − b), gap, se, df, lo, hi, p, resolved.
+    const auto at = pairs_csv.find(fmt::format("\n{},", T));
+    ASSERT_NE(at, std::string::npos) << pairs_csv;
+    std::istringstream row(pairs_csv.substr(at + 1, pairs_csv.find('\n', at + 1) - at - 1));
+    std::vector<std::string> f;
+    for (std::string x; std::getline(row, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 11u) << pairs_csv;
+    const double sign = f[1] == "0.04" ? 1.0 : -1.0;  // own − other above
+    EXPECT_NEAR(std::stod(f[3]), sign * mean, 1e-5) << pairs_csv;
+    EXPECT_NEAR(std::stod(f[7]) - std::stod(f[6]), 2 * half, 1e-4) << pairs_csv;
+    EXPECT_EQ(f[9], (std::abs(mean) > half) ? "1" : "0") << pairs_csv;
   }
   // 4. Everything done: a third call trains nothing and says the same.
   ASSERT_EQ(test_support::wait_exit(test_support::spawn_harness(tmp.path, args, tmp.path / "third.log")), 0);

@@ -1,0 +1,50 @@
+// `harness export pairs`: which differences between the arms of a sweep (methods, τ values) the
+// data resolve, at each validation context — every pair, not only against a column's best.
+//
+// Each pair's gap is the seed-paired gap of seed_paired_gap.h (seeds paired, windows clustered by
+// document, Student's t at the smaller degrees of freedom), on the seeds both arms have. With m
+// pairs at a context, some intervals exclude zero by chance alone (m · 5% at 95%), so "resolved"
+// is decided by Holm's step-down procedure over the context's pairs: the family-wise error rate
+// stays at 1 − level. Each pair's own interval is at `level` (not simultaneous) and printed beside.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analysis/arm_grid.h"
+
+namespace analysis {
+
+struct PairResult {
+  size_t a = 0, b = 0;   // indices into PairTable::arms (a ranks before b)
+  PairedGap gap;         // mean loss of a − mean loss of b, on the seeds both have
+  double p = 1;          // two-sided p-value of gap = 0 (t at gap.df); 1 when not estimable
+  bool estimable = false;  // ≥ 2 seeds in common and a finite standard error
+  bool resolved = false;   // rejected by Holm's procedure at 1 − level
+};
+
+struct PairTable {
+  int64_t context = 0;
+  std::vector<std::string> arms;  // ascending mean loss
+  std::vector<double> means;      // each arm's mean loss over its seeds
+  std::vector<int> seeds;         // each arm's number of runs
+  std::vector<PairResult> pairs;  // every a < b
+  int documents = 0;              // distinct documents among the windows
+  double level = 0.95;
+};
+
+// Holm's step-down: which of the p-values are rejected with family-wise error rate `alpha`.
+std::vector<bool> holm_rejections(const std::vector<double>& p, double alpha);
+
+// One context's table. Throws std::invalid_argument for level outside (0, 1).
+PairTable pairwise_gaps(const ArmGrid& grid, double level = 0.95);
+
+// Markdown: per context a matrix (row − column, arms by mean loss; a resolved gap plain, an
+// unresolved one in parentheses) and the list of the unresolved pairs with their intervals.
+// `train_context` labels contexts as multiples of L.
+std::string format_pairs_markdown(const std::vector<PairTable>& tables, int64_t train_context);
+// CSV, one row per pair: context, a, b, gap, se, df, lo, hi, p, resolved, seeds.
+std::string format_pairs_csv(const std::vector<PairTable>& tables);
+
+}  // namespace analysis
