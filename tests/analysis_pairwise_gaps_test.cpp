@@ -89,7 +89,9 @@ TEST(PairwiseGaps, LargeDifferencesAreResolvedAndPValuesAgreeWithIntervals) {
   for (const auto& r : t.pairs) {
     const bool with_m2 = t.arms[r.b] == "m2";
     EXPECT_EQ(r.resolved, with_m2) << t.arms[r.a] << " − " << t.arms[r.b] << ": p = " << r.p;
-    if (with_m2) EXPECT_NEAR(r.gap.gap, -0.1, 0.02);
+    if (with_m2) {
+      EXPECT_NEAR(r.gap.gap, -0.1, 0.02);
+    }
     EXPECT_EQ(r.gap.excludes_zero(), r.p < 0.1) << "p = " << r.p;  // the interval at the same level
     EXPECT_EQ(r.gap.pairs, 4);
   }

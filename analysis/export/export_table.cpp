@@ -26,7 +26,8 @@ const char* kMetricForms =
     "loss, attention/<statistic>[@t or @txD] (validation), analysis/<statistic>[@t or @txD] "
     "(harness analyse); statistics: entropy, recent_mass, band_mass, band_entropy, range_mass, "
     "range_entropy, and for analysis/ also loss, loss_se, score_mean, score_std, score_skewness, "
-    "score_excess_kurtosis; needle/<accuracy|city_accuracy|number_accuracy> (task: needle)";
+    "score_excess_kurtosis; needle/<accuracy|city_accuracy|number_accuracy> (task: needle), "
+    "needle/<accuracy|mean_log_prob> (needle.kind: passkey; columns are distances)";
 
 const results::DatasetGroup* group_of(const results::RunRecord& r, const MetricSpec& m, int64_t T) {
   if (m.source == "needle") {
@@ -79,7 +80,8 @@ MetricSpec parse_metric(const std::string& text) {
   spec.source = m[2].str() == "attention" ? "eval" : m[2].str();
   spec.name = m[3].str();
   if (spec.source == "needle") {
-    static const std::set<std::string> needle_names = {"accuracy", "city_accuracy", "number_accuracy"};
+    static const std::set<std::string> needle_names = {"accuracy", "city_accuracy", "number_accuracy",
+                                                          "mean_log_prob"};
     if (!needle_names.count(spec.name) || m[4].matched)
       throw InputError(fmt::format("--metric: unknown needle statistic in '{}'; expected {}", text,
                                    kMetricForms));

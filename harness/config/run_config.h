@@ -87,8 +87,14 @@ struct RunConfig {
     int64_t batch_size = 8;       // examples per step, each of train.context tokens
     std::vector<ContextValue> contexts = {ContextValue::times_l(1), ContextValue::times_l(4),
                                           ContextValue::times_l(16)};
-    int64_t examples = 64;        // evaluation examples per context
+    int64_t examples = 64;        // evaluation examples per context (passkey: per distance)
     uint64_t seed = 0;            // evaluation examples (fine-tuning ones follow train.seed)
+    // "needle": three needles, greedy decoding at needle.contexts (needle_task.h); "passkey": one
+    // key at needle.distances before the question, teacher-forced (passkey_task.h).
+    std::string kind = "needle";
+    std::vector<ContextValue> distances = {ContextValue::times_l(0.5), ContextValue::times_l(1),
+                                           ContextValue::times_l(2),   ContextValue::times_l(4),
+                                           ContextValue::times_l(8),   ContextValue::times_l(15)};
   } needle;
 
   struct Run {  // how to run; never changes results, so not part of the run id
@@ -108,6 +114,7 @@ struct RunConfig {
   // Validation windows at context T: eval.windows, or ceil(eval.tokens / T) when eval.tokens > 0.
   int64_t eval_windows_at(int64_t context) const;
   std::vector<int64_t> needle_contexts() const;
+  std::vector<int64_t> needle_distances() const;
 };
 
 }  // namespace harness::config

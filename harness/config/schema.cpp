@@ -94,6 +94,12 @@ std::vector<int64_t> RunConfig::needle_contexts() const {
   return out;
 }
 
+std::vector<int64_t> RunConfig::needle_distances() const {
+  std::vector<int64_t> out;
+  for (const auto& c : needle.distances) out.push_back(std::llround(c.resolve(train.context)));
+  return out;
+}
+
 Location LoadedConfig::location_of(const std::string& key) const {
   const auto it = where.find(key);
   return it != where.end() ? it->second : Location{source, 0, 0};
@@ -156,11 +162,13 @@ void resolve_and_validate(LoadedConfig& loaded) {
               fmt::format("needle.warmup_steps + needle.cooldown_steps ({} + {}) must not exceed "
                           "needle.steps ({})",
                           c.needle.warmup_steps, c.needle.cooldown_steps, c.needle.steps));
-    for (const auto& v : c.needle.contexts) {
+    const bool passkey = c.needle.kind == "passkey";
+    for (const auto& v : passkey ? c.needle.distances : c.needle.contexts) {
       const double t = v.resolve(c.train.context);
       if (t < 1 || std::fabs(t - std::round(t)) > 1e-9)
-        fail_at("needle.contexts", fmt::format("context '{}' resolves to {} at L = {}, not a whole "
-                                               "number of tokens", v.text(), t, c.train.context));
+        fail_at(passkey ? "needle.distances" : "needle.contexts",
+                fmt::format("{} '{}' resolves to {} at L = {}, not a whole number of tokens",
+                            passkey ? "distance" : "context", v.text(), t, c.train.context));
     }
   } else if (!c.init_from.empty()) {
     fail_at("init_from", "init_from is read only with task: needle (this run trains from scratch)");

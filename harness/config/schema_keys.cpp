@@ -444,13 +444,24 @@ std::vector<KeySpec> build_schema() {
                                     [](auto& c) -> auto& { return c.needle.batch_size; }, 1,
                                     1 << 16, "fine-tuning examples per step (train.context tokens each)"),
                         needle_task));
+  // needle.kind: unread while "needle", so earlier needle runs keep their ids.
+  s.push_back(read_when(choice_key("needle.kind", [](auto& c) -> auto& { return c.needle.kind; },
+                                   [] { return std::vector<std::string>{"needle", "passkey"}; },
+                                   "needle: three needles, greedy decoding at needle.contexts; passkey: "
+                                   "one key at needle.distances before the question, teacher-forced"),
+                        [](const RunConfig& c) { return c.task == "needle" && c.needle.kind != "needle"; }));
   s.push_back(read_when(contexts_key("needle.contexts",
                                      [](auto& c) -> auto& { return c.needle.contexts; },
                                      "needle evaluation contexts (example lengths)"),
-                        needle_task));
+                        [](const RunConfig& c) { return c.task == "needle" && c.needle.kind == "needle"; }));
+  s.push_back(read_when(contexts_key("needle.distances",
+                                     [](auto& c) -> auto& { return c.needle.distances; },
+                                     "passkey evaluation distances, key to answer (examples of distance + "
+                                     "L/2 tokens)"),
+                        [](const RunConfig& c) { return c.task == "needle" && c.needle.kind == "passkey"; }));
   s.push_back(read_when(integer_key("needle.examples",
                                     [](auto& c) -> auto& { return c.needle.examples; }, 1, 1 << 20,
-                                    "needle evaluation examples per context"),
+                                    "evaluation examples per context (passkey: per distance)"),
                         needle_task));
   s.push_back(read_when(integer_key("needle.seed", [](auto& c) -> auto& { return c.needle.seed; },
                                     0, std::numeric_limits<int64_t>::max(),

@@ -11,7 +11,10 @@
 
 #include "harness/config/engine_options.h"
 #include "harness/tasks/needle/needle_task.h"
+#include "harness/tasks/needle/passkey_eval.h"
+#include "harness/tasks/needle/passkey_task.h"
 #include "harness/train/checkpoint.h"
+#include "harness/train/evaluate.h"
 #include "harness/train/finished_run.h"
 #include "harness/train/run_directory.h"
 #include "harness/common/errors.h"
@@ -73,18 +76,21 @@ std::vector<std::string> differing_keys(const config::RunConfig& a, const config
 }
 
 void check_vocabulary(const config::LoadedConfig& loaded, const data::Dataset& dataset) {
-  const std::string problem = vocabulary_problem(dataset.tokenizer());
+  const std::string problem = vocabulary_problem(dataset.tokenizer(), loaded.config.needle.kind);
   if (!problem.empty()) fail_key(loaded, "init_from", problem);
 }
 
 }  // namespace
 
-std::string vocabulary_problem(const data::Tokenizer& tokenizer) {
+std::string vocabulary_problem(const data::Tokenizer& tokenizer, const std::string& kind) {
   if (tokenizer.pretokenized())
     return fmt::format("the pretrained model reads pretokenized ids ({}): there is no tokenizer to "
-                       "write the needle text with", tokenizer.name());
-  std::vector<std::string> probes = {needle_sentence("X", "0123456789"), kQuestion, "=;\n"};
-  for (const auto& city : needle_cities()) probes.push_back(city);
+                       "write the {} text with", tokenizer.name(), kind);
+  std::vector<std::string> probes = {kPasskeyIntro, kPasskeyAfter, kPasskeyQuestion, "0123456789"};
+  if (kind != "passkey") {
+    probes = {needle_sentence("X", "0123456789"), kQuestion, "=;\n"};
+    for (const auto& city : needle_cities()) probes.push_back(city);
+  }
   for (const auto& text : probes) {
     std::vector<int32_t> ids;
     std::string back;
@@ -98,8 +104,8 @@ std::string vocabulary_problem(const data::Tokenizer& tokenizer) {
     for (const int32_t id : ids) in_vocab = in_vocab && id >= 0 && id < tokenizer.vocab_size();
     if (back != text || !in_vocab)
       return fmt::format("the pretrained model's vocabulary ({}, {} tokens) cannot express the "
-                         "needle text: '{}' comes back as '{}'",
-                         tokenizer.name(), tokenizer.vocab_size(), text, back);
+                         "{} text: '{}' comes back as '{}'",
+                         tokenizer.name(), tokenizer.vocab_size(), kind, text, back);
   }
   return "";
 }
@@ -109,8 +115,9 @@ std::vector<int32_t> greedy_decode(models::GPT& model, const std::vector<int32_t
                                    torch::Device device) {
   torch::NoGradGuard no_grad;
   TORCH_CHECK(!prompt.empty(), "greedy_decode: empty prompt");
-  TORCH_CHECK(int64_t(prompt.size()) + max_new <= context, "greedy_decode: prompt (",
-              prompt.size(), ") + max_new (", max_new, ") exceed the context ", context);
+  // The last token written is never read back: prompt + max_new − 1 tokens go through the model.
+  TORCH_CHECK(int64_t(prompt.size()) + max_new - 1 <= context, "greedy_decode: prompt (", prompt.size(),
+              ") + max_new (", max_new, ") − 1 exceed the context ", context);
   std::vector<int32_t> out;
   if (kv_cache) {
     models::KVCache cache(context);
@@ -197,8 +204,13 @@ class NeedleSession {
     open_run_directory();
     if (!fine_tune()) return outcome_;
     base_->model->eval();
-    for (const int64_t T : c_.needle_contexts())
-      if (!evaluate(T)) return outcome_;
+    if (passkey_) {
+      for (const int64_t d : c_.needle_distances())
+        if (!evaluate_passkey(d)) return outcome_;
+    } else {
+      for (const int64_t T : c_.needle_contexts())
+        if (!evaluate(T)) return outcome_;
+    }
     train::save_checkpoint(train::RunCheckpoints(paths_.dir), base_->model, *optim_,
                            {c_.needle.steps, tokens_, {}, hash_}, 1);
     finish(results::RunState::kDone, "", c_.needle.steps);
@@ -246,6 +258,10 @@ class NeedleSession {
         fail_key(loaded_, "data.corpus", fmt::format("the corpus has no {} text to build haystacks from", split));
       return Generator(std::move(haystacks), encode);
     };
+    if (passkey_) {
+      prepare_passkey(dataset, encode);
+      return;
+    }
     train_examples_.emplace(generator(dataset.train_documents(), "training"));
     eval_examples_.emplace(generator(dataset.validation_documents(), "validation"));
     const int64_t L = c_.train.context, need = train_examples_->min_total_tokens();
@@ -260,6 +276,33 @@ class NeedleSession {
                  fmt::format("context {} cannot hold a needle example (at least {} tokens)", T, need));
   }
 
+  // The passkey's examples from the training and validation documents; every distance checked.
+  void prepare_passkey(const data::Dataset& dataset, const Encode& encode) {
+    const auto generator = [&](const std::vector<data::TokenizedDocument>& docs, const char* split) {
+      std::vector<std::vector<int32_t>> tokens;
+      for (const auto& d : docs) tokens.push_back(d.tokens);
+      try {
+        return PasskeyGenerator(tokens, encode);
+      } catch (const std::invalid_argument&) {
+        fail_key(loaded_, "data.corpus", fmt::format("the corpus has no {} text to build passkey examples from", split));
+      }
+    };
+    passkey_train_.emplace(generator(dataset.train_documents(), "training"));
+    passkey_eval_.emplace(generator(dataset.validation_documents(), "validation"));
+    const int64_t L = c_.train.context, key = passkey_train_->max_key_tokens(), intro = passkey_train_->intro_tokens();
+    const int64_t shortest = passkey_train_->min_distance();
+    if (L + 1 < intro + shortest + key || L / 2 + 1 < intro + key)
+      fail_key(loaded_, "train.context",
+               fmt::format("a passkey example needs at least {} tokens (the key, the question and the answer), "
+                           "and half the training context at least {}: the pretrained run's context is {}",
+                           intro + shortest + key, 2 * (intro + key - 1), L));
+    for (const int64_t d : c_.needle_distances())
+      if (d < shortest)
+        fail_key(loaded_, "needle.distances",
+                 fmt::format("distance {} is shorter than the key, its sentence and the question ({} tokens)", d,
+                             shortest));
+  }
+
   // From here on the run directory is ours; an unfinished run starts again.
   void open_run_directory() {
     fs::remove(paths_.results);
@@ -271,9 +314,10 @@ class NeedleSession {
     record_ = train::fresh_record(loaded_, threads_, device_);
     record_.config["init_from_run"] = init_dir_;
     record_.config["init_from_id"] = base_id_;
-    run_log_.all->info("needle run {} (id {}): fine-tuning {} (id {}, method {}) at L = {}, evaluating at {}",
-                       c_.name, hash_, init_dir_, base_id_, c_.attention.method, c_.train.context,
-                       fmt::join(c_.needle_contexts(), ", "));
+    run_log_.all->info("{} run {} (id {}): fine-tuning {} (id {}, method {}) at L = {}, evaluating at {} {}",
+                       c_.needle.kind, c_.name, hash_, init_dir_, base_id_, c_.attention.method, c_.train.context,
+                       passkey_ ? "distances" : "contexts",
+                       fmt::join(passkey_ ? c_.needle_distances() : c_.needle_contexts(), ", "));
   }
 
   // The paper's schedule (warm-up, constant, cool-down) on the answer tokens only; false when it
@@ -303,9 +347,19 @@ class NeedleSession {
       auto batch = torch::zeros({B, L + 1}, torch::kLong);
       auto mask = torch::zeros({B, L}, torch::kFloat);
       for (int64_t b = 0; b < B; ++b) {
-        const Example e = train_examples_->make(L + 1, mix(c_.train.seed, uint64_t(step), uint64_t(b)));
-        const auto m = target_mask(e);
-        for (size_t i = 0; i < e.tokens.size(); ++i) batch[b][int64_t(i)] = int64_t(e.tokens[i]);
+        const uint64_t seed = mix(c_.train.seed, uint64_t(step), uint64_t(b));
+        std::vector<int32_t> tokens;
+        std::vector<float> m;
+        if (passkey_) {
+          auto e = passkey_train_->make_training(L + 1, seed);
+          m = answer_mask(e);
+          tokens = std::move(e.tokens);
+        } else {
+          auto e = train_examples_->make(L + 1, seed);
+          m = target_mask(e);
+          tokens = std::move(e.tokens);
+        }
+        for (size_t i = 0; i < tokens.size(); ++i) batch[b][int64_t(i)] = int64_t(tokens[i]);
         for (size_t i = 0; i < m.size(); ++i) mask[b][int64_t(i)] = m[i];
       }
       batch = batch.to(device_);
@@ -395,6 +449,32 @@ class NeedleSession {
     return true;
   }
 
+  // needle.examples passkey examples at distance d (validation text, seeded by needle.seed: the
+  // same for every run), scored teacher-forced into record_.needle[d]; false when interrupted.
+  bool evaluate_passkey(int64_t d) {
+    if (interrupt_requested()) {
+      finish(results::RunState::kInterrupted, fmt::format("signal {} during evaluation", interrupt_signal()),
+             c_.needle.steps);
+      return false;
+    }
+    const auto t0 = Clock::now();
+    std::vector<PasskeyExample> examples;
+    for (int64_t n = 0; n < c_.needle.examples; ++n)
+      examples.push_back(passkey_eval_->make_at_distance(d, c_.train.context, mix(c_.needle.seed, uint64_t(d), uint64_t(n))));
+    const int64_t N = int64_t(examples.front().tokens.size());
+    const auto scores = score_passkeys(base_->model, examples,
+                                       train::eval_batch_windows(c_.eval.batch_size, c_.eval.max_batch_tokens, N - 1),
+                                       device_);
+    auto g = passkey_group(scores, d, N, c_.needle.seed);
+    run_log_.all->info("passkey at distance {} ({} tokens): exact {:.3f} ± {:.3f}, log-probability {:.2f} nats ({} "
+                       "examples, {:.1f} s)",
+                       d, N, g.arrays.at("accuracy").values[0], g.arrays.at("accuracy_se").values[0],
+                       g.arrays.at("mean_log_prob").values[0], examples.size(),
+                       std::chrono::duration<double>(Clock::now() - t0).count());
+    record_.needle[d] = std::move(g);
+    return true;
+  }
+
   void finish(results::RunState state, const std::string& reason, int64_t step) {
     record_.state = state;
     record_.reason = reason;
@@ -414,7 +494,9 @@ class NeedleSession {
   int64_t threads_ = 1;
   torch::Device device_ = torch::kCPU;
   std::optional<train::FinishedRun> base_;  // the pretrained run: model, dataset, config
+  const bool passkey_ = c_.needle.kind == "passkey";
   std::optional<Generator> train_examples_, eval_examples_;
+  std::optional<PasskeyGenerator> passkey_train_, passkey_eval_;
   std::optional<models::Optimizers> optim_;
   RunLog run_log_;
   results::RunRecord record_;

@@ -1,6 +1,8 @@
 // Needle in a haystack, the run (task: needle): fine-tune a finished language-model run on needle
 // retrieval at its training context, then evaluate retrieval by greedy decoding at each of
-// needle.contexts, into the run's run.h5 (/needle/<T>/…). The examples: needle_task.h.
+// needle.contexts, into the run's run.h5 (/needle/<T>/…). The examples: needle_task.h. With
+// needle.kind: passkey, the same fine-tune on passkey examples (passkey_task.h), evaluated
+// teacher-forced at each of needle.distances into /needle/<distance>/ (passkey_eval.h).
 //
 //   init_from → the pretrained run (open_finished_run), checked before anything is written:
 //     missing, unfinished or of another config (the needle run's own keys other than task,
@@ -29,8 +31,8 @@
 namespace harness::needle {
 
 // Greedy decoding: up to max_new tokens after `prompt`, stopping after `stop` (< 0: never).
-// Every forward pass uses the per-context quantities of `context` (>= prompt + max_new): the
-// length of the whole example. kv_cache: prefill once, then one position per step
+// Every forward pass uses the per-context quantities of `context` (>= prompt + max_new − 1, the
+// tokens that go through the model): the length of the whole example. kv_cache: prefill once, then one position per step
 // (GPTImpl::forward_cached); otherwise the whole prefix is recomputed for every token
 // (GPTImpl::forward(prefix, context)) — the slow reference the cache must equal.
 std::vector<int32_t> greedy_decode(models::GPT& model, const std::vector<int32_t>& prompt,
@@ -42,9 +44,10 @@ std::vector<int32_t> greedy_decode(models::GPT& model, const std::vector<int32_t
 torch::Tensor masked_loss(models::GPT& model, const torch::Tensor& inputs,
                           const torch::Tensor& targets, const torch::Tensor& mask);
 
-// Why `tokenizer` cannot write the needle text (every city, the digits, the sentence, the
-// question: encode then decode must give the text back), or "" when it can.
-std::string vocabulary_problem(const data::Tokenizer& tokenizer);
+// Why `tokenizer` cannot write the text of needle.kind `kind` (needle: every city, the digits,
+// the sentence, the question; passkey: its sentences and the digits; encode then decode must give
+// the text back), or "" when it can.
+std::string vocabulary_problem(const data::Tokenizer& tokenizer, const std::string& kind = "needle");
 
 // The config of the run a needle config fine-tunes: the same keys with task: lm (its id is the
 // pretraining run's id).
