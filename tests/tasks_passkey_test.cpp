@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <set>
 #include <string>
 
 #include "analysis/export/export_table.h"
+#include "analysis/export_curves.h"
 #include "attention/attention.h"
 #include "harness/common/errors.h"
 #include "harness/config/schema.h"
@@ -210,6 +213,16 @@ TEST(PasskeyRun, FineTunesEvaluatesAtEachDistanceAndExports) {
     ASSERT_TRUE(value.has_value());
     EXPECT_NEAR(*value, (log_prob[0] + log_prob[1] + log_prob[2]) / 3, 1e-12);
   }
+  // The figure's CSV: accuracy at d / L = 0.5 and 2, as the run file holds it.
+  analysis::CurvesOptions curves;
+  curves.out_dir = (tmp.path / "figures").string();
+  analysis::export_curves((tmp.path / "p").string(), curves);
+  const std::string csv = test_support::read_text(tmp.path / "figures" / "passkey_vs_distance.csv");
+  EXPECT_EQ(csv.rfind("distance_over_L,", 0), 0u) << csv;
+  for (const auto& [x, d] : std::vector<std::pair<std::string, int64_t>>{{"0.5", 64}, {"2", 256}})
+    EXPECT_NE(csv.find(fmt::format("\n{},{:.9g}", x, r.needle.at(d).arrays.at("accuracy").values.at(0))), std::string::npos)
+        << x << "\n" << csv;
+  EXPECT_TRUE(fs::exists(tmp.path / "figures" / "passkey_log_prob_vs_distance.csv"));
   // A distance shorter than the key, its sentence and the question: an error at the key, before any work.
   std::string short_distance = passkey;
   short_distance.replace(short_distance.find("[L/2, 2L]"), 9, "[10]");

@@ -418,6 +418,31 @@ void qq(const RunSet& set, const std::vector<const RunEntry*>& runs, Writer& w) 
   }
 }
 
+// Passkey runs (needle.kind: passkey): exact-match accuracy and the key's log-probability
+// against the distance d / L, a line per group, mean ± s.e. over seeds.
+void passkey_vs_distance(const RunSet& set, const std::vector<const RunEntry*>& runs, Writer& w) {
+  const std::vector<std::tuple<std::string, std::string, std::string>> panels = {
+      {"accuracy", "passkey_vs_distance", "exact match (fraction of examples)"},
+      {"mean_log_prob", "passkey_log_prob_vs_distance", "log-probability of the key (nats)"}};
+  for (const auto& [array, name, ylabel] : panels) {
+    std::vector<Series> series;
+    for (const auto* r : runs)
+      for (const auto& [d, g] : r->record->needle) {
+        if (group_attribute(g, "kind") != "passkey" || !g.arrays.count(array)) continue;
+        series_for(series, group_label(set, *r), w.palette.group_color(color_key(set, *r)))
+            .at[double(d) / double(r->train_context)]
+            .push_back(g.arrays.at(array).values.at(0));
+      }
+    if (series.empty()) return;
+    w.figure(name, {{name + ".csv", series_csv("distance_over_L", series)}},
+             axes(fmt::format("passkey retrieval against the key's distance (examples of d + L/2 + 1 tokens)\n{}",
+                              seeds_note(series)),
+                  "distance d / L (training context)", ylabel, true) +
+                 (array == "accuracy" ? "set yrange [-0.05:1.05]\n" : "") + "plot " +
+                 series_clauses(name + ".csv", series, max_samples(series) > 1 ? "yerrorlines" : "linespoints"));
+  }
+}
+
 }  // namespace
 
 std::vector<const RunEntry*> done_runs(const RunSet& set) {
@@ -439,6 +464,7 @@ void run_figures(const RunSet& set, const std::vector<const RunEntry*>& runs, co
   band_mass(set, runs, w);
   range_entropy(set, runs, theory, w);
   qq(set, runs, w);
+  passkey_vs_distance(set, runs, w);
 }
 
 }  // namespace analysis
