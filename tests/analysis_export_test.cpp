@@ -43,6 +43,8 @@ void write_run(const fs::path& dir, const std::string& method, int seed, std::ve
     if (!loss_se.empty()) rows.loss_se = {1.0, loss_se[k]};  // the first validation's is not read
     rows.window_loss = window_loss;
     rows.window_fingerprint = window_loss.empty() ? "" : "fnv1a64:test";
+    if (k == 1)  // loss by position at 256: 4 buckets, 0.1 apart (the first validation's is not read)
+      rows.position_loss = {{0, 0, 0, 0}, {loss[k], loss[k] + 0.1, loss[k] + 0.2, loss[k] + 0.3}};
   }
   results::DatasetGroup g;
   g.arrays["entropy"] = {{1, 1, 2}, {loss[0], loss[0] + 2}, "nats"};  // (E, layers, heads)
@@ -236,6 +238,23 @@ TEST(ExportCurves, EveryFigureHasACsvWithAHeaderAndItsPictures) {
     }
   }
   EXPECT_TRUE(entropy);
+}
+
+// Loss by position at the longest context: bucket b of 4 at 256 = 4L is centred at (b + 0.5) L.
+TEST(ExportCurves, LossByPositionAtTheLongestContextInUnitsOfL) {
+  Runs runs;
+  test_support::TempDir out;
+  analysis::export_curves(runs.tmp.path.string(), {out.path.string(), ""});
+  const auto rows = lines(test_support::read_text(out.path / "position_loss_T256.csv"));
+  ASSERT_EQ(rows.size(), 5u);
+  const auto header = split(rows[0], ',');
+  const size_t rope = size_t(std::find(header.begin(), header.end(), "rope") - header.begin());
+  ASSERT_LT(rope, header.size()) << rows[0];
+  for (size_t b = 0; b < 4; ++b) {
+    const auto row = split(rows[b + 1], ',');
+    EXPECT_NEAR(std::stod(row[0]), double(b) + 0.5, 1e-12);
+    EXPECT_NEAR(std::stod(row[rope]), 2.1 + 0.1 * double(b), 1e-9);  // rope's 2.0, 2.0, 2.3 + 0.1 b
+  }
 }
 
 TEST(ExportCurves, WithoutGnuplotTheCsvsAreStillWritten) {

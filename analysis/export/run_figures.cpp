@@ -418,6 +418,34 @@ void qq(const RunSet& set, const std::vector<const RunEntry*>& runs, Writer& w) 
   }
 }
 
+// Loss by position within the window at the longest validation context (/eval/<T>/position_loss,
+// last validation), x in units of the training context: where a long window's loss goes.
+void position_loss(const RunSet& set, const std::vector<const RunEntry*>& runs, Writer& w) {
+  int64_t T = 0;
+  for (const auto* r : runs)
+    for (const auto& [t, rows] : r->record->eval)
+      if (!rows.position_loss.empty()) T = std::max(T, t);
+  if (T == 0) return;
+  std::vector<Series> series;
+  for (const auto* r : runs) {
+    const auto it = r->record->eval.find(T);
+    if (it == r->record->eval.end() || it->second.position_loss.empty()) continue;
+    const auto& buckets = it->second.position_loss.back();
+    const double B = double(buckets.size()), L = double(r->train_context);
+    auto& s = series_for(series, group_label(set, *r), w.palette.group_color(color_key(set, *r)));
+    for (size_t b = 0; b < buckets.size(); ++b)  // bucket b: positions [b·T/B, (b+1)·T/B), at its centre
+      s.at[(double(b) + 0.5) * double(T) / B / L].push_back(buckets[b]);
+  }
+  if (series.size() < 1 || series.front().at.size() < 2) return;
+  const std::string name = fmt::format("position_loss_T{}", T);
+  w.figure(name, {{name + ".csv", series_csv("position_over_L", series)}},
+           axes(fmt::format("validation loss by position in the window at T = {}\n{}", context_text(runs, T),
+                            seeds_note(series)),
+                "position in the window / L (centre of each bucket)", "validation loss (nats/token)", false) +
+               "set arrow from 1, graph 0 to 1, graph 1 nohead dt 3 lc rgb 'gray40'\nplot " +
+               series_clauses(name + ".csv", series, max_samples(series) > 1 ? "yerrorlines" : "linespoints"));
+}
+
 // Passkey runs (needle.kind: passkey): exact-match accuracy and the key's log-probability
 // against the distance d / L, a line per group, mean ± s.e. over seeds.
 void passkey_vs_distance(const RunSet& set, const std::vector<const RunEntry*>& runs, Writer& w) {
@@ -464,6 +492,7 @@ void run_figures(const RunSet& set, const std::vector<const RunEntry*>& runs, co
   band_mass(set, runs, w);
   range_entropy(set, runs, theory, w);
   qq(set, runs, w);
+  position_loss(set, runs, w);
   passkey_vs_distance(set, runs, w);
 }
 
