@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The L = 256 results of #47 (called by scripts/results.sh; runs alone too): Table 1 with every
+# context scored on the same text (sweeps/table1-same-text.yaml, 60 runs) and passkey retrieval at
+# a controlled distance (sweeps/passkey.yaml, 20 fine-tunes of its runs). Runs or resumes both
+# (finished runs are skipped), then writes docs/results/table1-same-text.md and
+# docs/results/passkey.md with their figures and CSV: every number those pages and the
+# interpretation in docs/results.md and docs/needle.md quote is printed here.
+#   scripts/results-same-text.sh [BUILD]      RESULTS_JOBS: runs at a time (default: the cores)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+HARNESS="$BUILD/harness"
+JOBS=${RESULTS_JOBS:-$(nproc)}
+OUT=docs/results
+[ -x "$HARNESS" ] || { echo "results: $HARNESS not found; run make build first" >&2; exit 2; }
+
+for sweep in table1-same-text passkey; do
+  "$HARNESS" sweep run "sweeps/$sweep.yaml" --jobs "$JOBS" --threads-per-job 1 --no-live >/dev/null
+done
+figures() {  # PNG and CSV only (export curves redraws the SVGs and scripts)
+  local dir="$OUT/$1"; shift
+  rm -rf "$dir.tmp" && "$HARNESS" export curves "$@" --out "$dir.tmp" >/dev/null 2>&1
+  rm -rf "$dir" && mkdir -p "$dir" && cp "$dir.tmp"/*.png "$dir.tmp"/*.csv "$dir" && rm -rf "$dir.tmp"
+}
+figures table1-same-text sweeps/table1-same-text.yaml
+figures passkey sweeps/passkey.yaml
+trained() {  # the revisions the runs of a sweep directory were trained at (each run.h5 records its own)
+  "${PYTHON:-.venv/bin/python}" - "$1" <<'PY'
+import collections, glob, sys
+import h5py
+count = collections.Counter()
+for path in glob.glob(f"{sys.argv[1]}/*/run.h5"):
+    with h5py.File(path, "r") as f:
+        rev = f["config"].attrs.get("git_revision", "unknown")
+        rev = rev.decode() if isinstance(rev, bytes) else str(rev)
+        count[rev[:7] + ("-dirty" if rev.endswith("-dirty") else "")] += 1
+print(", ".join(f"{rev} ({n} runs)" for rev, n in sorted(count.items())) or "none")
+PY
+}
+provenance() {
+  echo "Written by \`scripts/results-same-text.sh\` (\`make results\`) on $(date -u +%Y-%m-%d) at revision"
+  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)'),"
+  echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores. The runs were trained"
+  echo "at revision(s) $(trained "runs/$1") (each run.h5's /config git_revision)."
+}
+{
+  echo "# Table 1 on the same text at every length (L = 256)"
+  echo
+  provenance table1-same-text
+  echo
+  echo "Byte-level models (2 layers, d_model 128, 4 heads) trained at L = 256 on the State of the Union"
+  echo "corpus, 800 steps of 8 windows, τ = L/100 (the τ-law's τ* at 4L and 16L for L = 256) and the"
+  echo "p-RoPE base L/4 (sweeps/table1-same-text.yaml). Validation at 1L, 4L and 16L on the same"
+  echo "131,072 target tokens: 32 windows of 4096 tokens, each cut into 16 and 4 consecutive chunks for"
+  echo "1L and 4L (\`eval.same_text\`). Cells: final validation loss (nats/byte), mean ± standard error"
+  echo "over seeds (number of seeds; windows ±: the standard error over the windows, mean over seeds)."
+  echo
+  "$HARNESS" export table sweeps/table1-same-text.yaml --window-se 2>/dev/null
+  echo
+  echo "## Which differences are resolved"
+  echo
+  echo "\`harness export pairs sweeps/table1-same-text.yaml\`: every pair of methods at each context,"
+  echo "the seed-paired gap with windows clustered by document; resolved by Holm's procedure over the"
+  echo "context's 105 pairs at a family-wise 5% ([export.md](../export.md))."
+  echo
+  "$HARNESS" export pairs sweeps/table1-same-text.yaml --out "$OUT/table1-same-text/pairs.csv" --format csv >/dev/null 2>&1
+  "$HARNESS" export pairs sweeps/table1-same-text.yaml 2>/dev/null | sed 's/^### /### At /'
+  echo "## Loss by position in the 16L windows"
+  echo
+  echo "![loss by position](table1-same-text/position_loss_T4096.png)"
+  echo
+  echo "Every figure with its CSV: [table1-same-text/](table1-same-text/) (pairs.csv: every pair's gap,"
+  echo "interval, p-value and verdict)."
+} > "$OUT/table1-same-text.md"
+{
+  echo "# Passkey retrieval at a controlled distance (L = 256)"
+  echo
+  provenance passkey
+  echo
+  echo "Five methods of [table1-same-text.md](table1-same-text.md) × 4 seeds, each fine-tuned 2000 steps on"
+  echo "passkey examples of L tokens (loss on the key's digits only), then scored teacher-forced on 64"
+  echo "validation examples per distance d (each d + L/2 + 1 tokens long; sweeps/passkey.yaml,"
+  echo "[needle.md](../needle.md)). Exact match: every digit of the key is the argmax, i.e. greedy"
+  echo "decoding writes the key. Mean ± standard error over seeds; columns are the distance d."
+  echo
+  echo "Exact match:"
+  echo
+  "$HARNESS" export table sweeps/passkey.yaml --metric needle/accuracy 2>/dev/null
+  echo
+  echo "Log-probability of the key (nats, summed over its 5 digits; a uniform guess is −11.5):"
+  echo
+  "$HARNESS" export table sweeps/passkey.yaml --metric needle/mean_log_prob 2>/dev/null
+  echo
+  echo "![passkey against distance](passkey/passkey_vs_distance.png)"
+  echo
+  echo "![log-probability against distance](passkey/passkey_log_prob_vs_distance.png)"
+} > "$OUT/passkey.md"
+echo "results: $OUT/table1-same-text.md, $OUT/passkey.md"
