@@ -222,9 +222,8 @@ bool overrides_preset(const RunConfig& c, bool positional) {
   }
 }
 
-std::vector<KeySpec> build_schema() {
-  std::vector<KeySpec> s;
-  // Identity and data.
+// The run's name, data and model.
+void add_identity_and_data_keys(std::vector<KeySpec>& s) {
   KeySpec name = string_key("name", [](auto& c) -> auto& { return c.name; },
                             "run label; results go to <run.out_dir>/<name>/", false);
   name.expected = kNameRule;
@@ -260,7 +259,10 @@ std::vector<KeySpec> build_schema() {
                           "0: d_model / heads"));
   s.push_back(real_key("model.mlp_ratio", [](auto& c) -> auto& { return c.model.mlp_ratio; }, 0.0,
                        64.0, true, "MLP hidden width / d_model"));
-  // Attention.
+}
+
+// The attention method, its overrides and one key per declared parameter.
+void add_attention_keys(std::vector<KeySpec>& s) {
   s.push_back(choice_key("attention.method", [](auto& c) -> auto& { return c.attention.method; },
                          method_names, "a preset: positional encoding × logit transform"));
   s.push_back(read_when(
@@ -311,7 +313,10 @@ std::vector<KeySpec> build_schema() {
                        "s = score_scale · q·k; 0 means 1/sqrt(head_dim)"));
   s.push_back(choice_key("attention.kernel", [](auto& c) -> auto& { return c.attention.kernel; },
                          kernel_names, "attention kernel (same maths; fused is memory-efficient)", false));
-  // Training.
+}
+
+// Training, the optimiser and the schedule.
+void add_training_keys(std::vector<KeySpec>& s) {
   s.push_back(integer_key("train.context", [](auto& c) -> auto& { return c.train.context; }, 1,
                           1 << 20, "training context L"));
   s.push_back(integer_key("train.batch_size", [](auto& c) -> auto& { return c.train.batch_size; },
@@ -370,7 +375,10 @@ std::vector<KeySpec> build_schema() {
                [](auto& c) -> auto& { return c.schedule.cooldown_fraction; }, 0.0, 1.0, false,
                "final fraction of steps with a linear cooldown to 0 (constant-cooldown)"),
       [](const RunConfig& c) { return c.schedule.kind == "constant-cooldown"; }));
-  // Evaluation.
+}
+
+// Validation.
+void add_evaluation_keys(std::vector<KeySpec>& s) {
   s.push_back(integer_key("eval.every", [](auto& c) -> auto& { return c.eval.every; }, 0,
                           int64_t(1) << 40, "steps between validations; 0: only at the end"));
   s.push_back(contexts_key("eval.contexts", [](auto& c) -> auto& { return c.eval.contexts; },
@@ -410,6 +418,10 @@ std::vector<KeySpec> build_schema() {
                           [](auto& c) -> auto& { return c.eval.attention_queries; }, 0, 4096,
                           "attention statistics (entropy, mass by distance) of the last N positions "
                           "of each validation window; 0: off", false));
+}
+
+// Tasks beside language-model training (the needle and passkey fine-tunes).
+void add_task_keys(std::vector<KeySpec>& s) {
   // Tasks: needle in a haystack (harness/tasks/needle/needle_run.h). Unread for task: lm, so language-
   // model runs keep their ids.
   const auto needle_task = [](const RunConfig& c) { return c.task == "needle"; };
@@ -467,7 +479,10 @@ std::vector<KeySpec> build_schema() {
                                     0, std::numeric_limits<int64_t>::max(),
                                     "needle evaluation examples (keep equal across compared runs)"),
                         needle_task));
-  // Running (never part of the run id).
+}
+
+// How to run: never part of the run id.
+void add_running_keys(std::vector<KeySpec>& s) {
   s.push_back(string_key("run.out_dir", [](auto& c) -> auto& { return c.run.out_dir; },
                          "results root", false));
   s.push_back(integer_key("run.threads", [](auto& c) -> auto& { return c.run.threads; }, 0, 4096,
@@ -491,6 +506,16 @@ std::vector<KeySpec> build_schema() {
   s.push_back(real_key("run.dist_timeout", [](auto& c) -> auto& { return c.run.dist_timeout; }, 1.0,
                        86400.0, false, "data parallel: seconds a rank waits for the others (rendezvous, "
                        "collectives) before it fails naming the lost rank", false));
+}
+
+std::vector<KeySpec> build_schema() {
+  std::vector<KeySpec> s;
+  add_identity_and_data_keys(s);
+  add_attention_keys(s);
+  add_training_keys(s);
+  add_evaluation_keys(s);
+  add_task_keys(s);
+  add_running_keys(s);
   return s;
 }
 
