@@ -121,21 +121,15 @@ void apply_override(LoadedConfig& loaded, const std::string& key, const YAML::No
   loaded.where[key] = at;
 }
 
-void resolve_and_validate(LoadedConfig& loaded) {
-  RunConfig& c = loaded.config;
+namespace {
+
+// Validation and task contexts: whole numbers of tokens, the same text cut from the longest; a
+// needle run's init_from and schedule.
+void check_contexts_and_task(const LoadedConfig& loaded) {
+  const RunConfig& c = loaded.config;
   auto fail_at = [&](const std::string& key, const std::string& what) {
     fail(loaded.location_of(key), key, what);
   };
-  if (c.train.batch_size % c.train.grad_accum != 0)
-    fail_at("train.grad_accum", fmt::format("must divide train.batch_size ({}), got {}",
-                                            c.train.batch_size, c.train.grad_accum));
-  if (c.train.micro_batch_size > 0 && c.train.batch_size % c.train.micro_batch_size != 0)
-    fail_at("train.micro_batch_size", fmt::format("must divide train.batch_size ({}), got {}",
-                                                  c.train.batch_size, c.train.micro_batch_size));
-  if (c.data.tokenizer.kind == "byte" && loaded.where.count("data.vocab_size") &&
-      c.data.tokenizer.vocab_size != 256)
-    fail_at("data.vocab_size", "the byte tokenizer has a vocabulary of 256; set data.tokenizer: "
-                               "sentencepiece to choose a size");
   for (size_t i = 0; i < c.eval.contexts.size(); ++i) {
     const double t = c.eval.contexts[i].resolve(c.train.context);
     if (t < 1 || std::fabs(t - std::round(t)) > 1e-9)
@@ -173,6 +167,26 @@ void resolve_and_validate(LoadedConfig& loaded) {
   } else if (!c.init_from.empty()) {
     fail_at("init_from", "init_from is read only with task: needle (this run trains from scratch)");
   }
+}
+
+}  // namespace
+
+void resolve_and_validate(LoadedConfig& loaded) {
+  RunConfig& c = loaded.config;
+  auto fail_at = [&](const std::string& key, const std::string& what) {
+    fail(loaded.location_of(key), key, what);
+  };
+  if (c.train.batch_size % c.train.grad_accum != 0)
+    fail_at("train.grad_accum", fmt::format("must divide train.batch_size ({}), got {}",
+                                            c.train.batch_size, c.train.grad_accum));
+  if (c.train.micro_batch_size > 0 && c.train.batch_size % c.train.micro_batch_size != 0)
+    fail_at("train.micro_batch_size", fmt::format("must divide train.batch_size ({}), got {}",
+                                                  c.train.batch_size, c.train.micro_batch_size));
+  if (c.data.tokenizer.kind == "byte" && loaded.where.count("data.vocab_size") &&
+      c.data.tokenizer.vocab_size != 256)
+    fail_at("data.vocab_size", "the byte tokenizer has a vocabulary of 256; set data.tokenizer: "
+                               "sentencepiece to choose a size");
+  check_contexts_and_task(loaded);
   if (c.schedule.warmup_steps >= c.train.steps && c.schedule.warmup_steps > 0)
     fail_at("schedule.warmup_steps", fmt::format("must be below train.steps ({}), got {}",
                                                  c.train.steps, c.schedule.warmup_steps));
