@@ -71,6 +71,43 @@ std::vector<T> parse_list(const std::string& flag, const std::string& text) {
   return out;
 }
 
+// The table, the verdict and the figure of a tau check's runs, printed and written beside its sweep.
+void report_check(const sweeps::TauCheckSweep& plan, int64_t train_context,
+                  const analysis::TauVerdictOptions& verdict_options) {
+  analysis::TableOptions o;
+  o.rows = {"attention.tau"};
+  o.cols = {"context"};
+  o.window_se = true;
+  const auto set = analysis::load_run_set(plan.path);
+  const auto table = analysis::build_table(set, o);
+  const std::string table_text = analysis::format_table(table, "md");
+  std::string verdict;
+  std::optional<analysis::FigureFiles> figure;
+  const auto dir = std::filesystem::path(plan.path).parent_path();
+  if (!table.missing.empty())
+    verdict = fmt::format("no verdict yet: {} of {} runs are not done (rerun this command to resume them)\n",
+                          table.missing.size(), set.runs.size());
+  else {
+    const auto grid = analysis::tau_grid(set);
+    const auto verdicts = analysis::tau_verdicts(grid, plan.own_tau_text, verdict_options);
+    verdict = analysis::format_verdicts(verdicts, train_context, verdict_options);
+    figure = analysis::write_tau_check_figure((dir / "figures").string(), grid, verdicts, plan.tau,
+                                              train_context);
+    for (const auto& context : grid)
+      if (!context.documents_known)
+        verdict += fmt::format("note: T = {}: the run files do not say which document each window is from (written "
+                               "before 2026-12-07): windows counted as independent, the interval too narrow\n",
+                               context.context);
+  }
+  harness::write_file_atomically((dir / "table.md").string(), table_text);
+  harness::write_file_atomically((dir / "verdict.txt").string(), verdict);
+  fmt::print("\n{}\n{}", table_text, verdict);
+  if (figure)
+    fmt::print("figure: {}\n", figure->render.images.empty() ? fmt::format("{}", fmt::join(figure->csv, ", "))
+                                                             : fmt::format("{}", fmt::join(figure->render.images, ", ")));
+  fmt::print("table: {}, verdict: {}\n", (dir / "table.md").string(), (dir / "verdict.txt").string());
+}
+
 int check(const Args& args) {
   po::options_description options("tau check options");
   std::string config_path, factors, seeds;
@@ -120,38 +157,7 @@ int check(const Args& args) {
     if (code == kExitInterrupted) return code;
   }
 
-  analysis::TableOptions o;
-  o.rows = {"attention.tau"};
-  o.cols = {"context"};
-  o.window_se = true;
-  const auto set = analysis::load_run_set(plan.path);
-  const auto table = analysis::build_table(set, o);
-  const std::string table_text = analysis::format_table(table, "md");
-  std::string verdict;
-  std::optional<analysis::FigureFiles> figure;
-  const auto dir = std::filesystem::path(plan.path).parent_path();
-  if (!table.missing.empty())
-    verdict = fmt::format("no verdict yet: {} of {} runs are not done (rerun this command to resume them)\n",
-                          table.missing.size(), set.runs.size());
-  else {
-    const auto grid = analysis::tau_grid(set);
-    const auto verdicts = analysis::tau_verdicts(grid, plan.own_tau_text, verdict_options);
-    verdict = analysis::format_verdicts(verdicts, loaded.config.train.context, verdict_options);
-    figure = analysis::write_tau_check_figure((dir / "figures").string(), grid, verdicts, plan.tau,
-                                              loaded.config.train.context);
-    for (const auto& context : grid)
-      if (!context.documents_known)
-        verdict += fmt::format("note: T = {}: the run files do not say which document each window is from (written "
-                               "before 2026-12-07): windows counted as independent, the interval too narrow\n",
-                               context.context);
-  }
-  harness::write_file_atomically((dir / "table.md").string(), table_text);
-  harness::write_file_atomically((dir / "verdict.txt").string(), verdict);
-  fmt::print("\n{}\n{}", table_text, verdict);
-  if (figure)
-    fmt::print("figure: {}\n", figure->render.images.empty() ? fmt::format("{}", fmt::join(figure->csv, ", "))
-                                                             : fmt::format("{}", fmt::join(figure->render.images, ", ")));
-  fmt::print("table: {}, verdict: {}\n", (dir / "table.md").string(), (dir / "verdict.txt").string());
+  report_check(plan, loaded.config.train.context, verdict_options);
   return code;
 }
 
