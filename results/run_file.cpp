@@ -166,6 +166,39 @@ void publish(const RunRecord& r, const std::string& path) {
 namespace {
 
 // The record of an open run file; `where` follows the group being read, for error messages.
+// One /eval/<T> group; the columns files written before them lack read as unknown.
+EvalRows read_eval_rows(hid_t g) {
+  EvalRows rows;
+  rows.step = h5::read_integers(g, "step");
+  rows.loss = h5::read_doubles(g, "loss");
+  // Files written before loss_se was stored: unknown (NaN, 0 windows).
+  rows.loss_se = h5::exists(g, "loss_se") ? h5::read_doubles(g, "loss_se")
+                                          : std::vector<double>(rows.loss.size(), std::nan(""));
+  rows.windows = h5::exists(g, "windows") ? h5::read_integers(g, "windows")
+                                          : std::vector<int64_t>(rows.loss.size(), 0);
+  if (h5::exists(g, "window_loss")) {
+    rows.window_loss = h5::read_doubles(g, "window_loss");
+    // "" (not paired) in a file written before the fingerprint was stored.
+    if (h5::has_attr(g, "window_fingerprint")) rows.window_fingerprint = h5::read_string_attr(g, "window_fingerprint");
+    // Empty in a file written before 2026-12-07 (or one whose count differs: then unusable).
+    if (h5::exists(g, "window_document")) rows.window_document = h5::read_integers(g, "window_document");
+    if (rows.window_document.size() != rows.window_loss.size()) rows.window_document.clear();
+  }
+  rows.position_loss = read_matrix(g, "position_loss");
+  rows.score_std = read_matrix(g, "score_std");
+  // One row per validation (the matrices at most one each); a loss_se or windows column of
+  // another length (a record written without them) reads as unknown, as a missing one does.
+  if (rows.loss.size() != rows.step.size() || rows.position_loss.size() > rows.step.size() ||
+      rows.score_std.size() > rows.step.size())
+    throw std::runtime_error(fmt::format(
+        "columns of different lengths: step {}, loss {}, position_loss {}, score_std {}", rows.step.size(),
+        rows.loss.size(), rows.position_loss.size(), rows.score_std.size()));
+  if (rows.loss_se.size() != rows.step.size()) rows.loss_se.assign(rows.step.size(), std::nan(""));
+  if (rows.windows.size() != rows.step.size()) rows.windows.assign(rows.step.size(), 0);
+  if (h5::exists(g, "attention")) rows.attention = read_group(g, "attention");
+  return rows;
+}
+
 RunRecord read_record(hid_t file, std::string& where) {
   RunRecord r;
   where = "/config";
@@ -211,35 +244,7 @@ RunRecord read_record(hid_t file, std::string& where) {
   for (const auto& name : h5::member_names(eval)) {
     where = "/eval/" + name;
     Handle g = h5::open_group(eval, name);
-    EvalRows rows;
-    rows.step = h5::read_integers(g, "step");
-    rows.loss = h5::read_doubles(g, "loss");
-    // Files written before loss_se was stored: unknown (NaN, 0 windows).
-    rows.loss_se = h5::exists(g, "loss_se") ? h5::read_doubles(g, "loss_se")
-                                            : std::vector<double>(rows.loss.size(), std::nan(""));
-    rows.windows = h5::exists(g, "windows") ? h5::read_integers(g, "windows")
-                                            : std::vector<int64_t>(rows.loss.size(), 0);
-    if (h5::exists(g, "window_loss")) {
-      rows.window_loss = h5::read_doubles(g, "window_loss");
-      // "" (not paired) in a file written before the fingerprint was stored.
-      if (h5::has_attr(g, "window_fingerprint")) rows.window_fingerprint = h5::read_string_attr(g, "window_fingerprint");
-      // Empty in a file written before 2026-12-07 (or one whose count differs: then unusable).
-      if (h5::exists(g, "window_document")) rows.window_document = h5::read_integers(g, "window_document");
-      if (rows.window_document.size() != rows.window_loss.size()) rows.window_document.clear();
-    }
-    rows.position_loss = read_matrix(g, "position_loss");
-    rows.score_std = read_matrix(g, "score_std");
-    // One row per validation (the matrices at most one each); a loss_se or windows column of
-    // another length (a record written without them) reads as unknown, as a missing one does.
-    if (rows.loss.size() != rows.step.size() || rows.position_loss.size() > rows.step.size() ||
-        rows.score_std.size() > rows.step.size())
-      throw std::runtime_error(fmt::format(
-          "columns of different lengths: step {}, loss {}, position_loss {}, score_std {}", rows.step.size(),
-          rows.loss.size(), rows.position_loss.size(), rows.score_std.size()));
-    if (rows.loss_se.size() != rows.step.size()) rows.loss_se.assign(rows.step.size(), std::nan(""));
-    if (rows.windows.size() != rows.step.size()) rows.windows.assign(rows.step.size(), 0);
-    if (h5::exists(g, "attention")) rows.attention = read_group(g, "attention");
-    r.eval[h5::read_int_attr(g, "context")] = std::move(rows);
+    r.eval[h5::read_int_attr(g, "context")] = read_eval_rows(g);
   }
   if (h5::exists(file, "needle")) {
     where = "/needle";
