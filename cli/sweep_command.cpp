@@ -1,6 +1,7 @@
 // `harness sweep plan|run|run-one|status|table|submit`: argument parsing only; the logic lives in
 // sweeps/ (sweep files, runner, Slurm) and analysis/export/ (the tables).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <fstream>
 
@@ -33,7 +34,7 @@ const char* kUsage =
     "                                        [--nodes-per-run N --ntasks-per-node M]\n"
     "                            [--gpus-per-task G] [--max-parallel K] [--dry-run]\n"
     "                                     an sbatch job array, one task per run not done\n"
-    "       harness sweep run-one FILE --index I [--threads M]\n"
+    "       harness sweep run-one FILE --index I [--threads M] [--expect-id ID]\n"
     "                                     one run in this process (what workers and Slurm run)\n"
     "examples:\n"
     "  harness sweep plan sweeps/quickstart.yaml\n"
@@ -107,12 +108,29 @@ int run_one(const Args& args) {
       ("threads", po::value(&threads)->default_value(0), "CPU threads; 0: the config's run.threads")
       ("retry-failed", "resume the run even if it failed before")
       ("nproc", po::value<int>()->default_value(1), "data parallel: hold the run's lock and train it as N local ranks")
-      ("no-lock", "the caller holds the run's lock (a --nproc launcher's ranks)");
+      ("no-lock", "the caller holds the run's lock (a --nproc launcher's ranks)")
+      ("expect-id", po::value<std::string>(), "fail unless run INDEX has this id (`sweep run` passes it, so that "
+       "a sweep file edited while it runs cannot start another run under this index)");
   po::variables_map vm;
   std::string file;
   if (!parse_action("run-one", args, options, vm, file)) return kExitOk;
   if (index < 0) throw InputError(fmt::format("--index: expected 0 or more, got {}", index));
   const auto sweep = sweeps::load_sweep(file);
+  if (vm.count("expect-id")) {
+    const std::string expected = vm["expect-id"].as<std::string>();
+    const auto settings = [&](size_t i) {
+      std::vector<std::string> parts;
+      for (const auto& key : sweep.varying_keys) parts.push_back(key + "=" + sweep.value_text(i, key));
+      return fmt::format("{}", fmt::join(parts, " "));
+    };
+    if (size_t(index) >= sweep.runs.size() || sweep.runs[size_t(index)].id != expected)
+      throw InputError(fmt::format(
+          "{}: the sweep file changed since `sweep run` started: run #{} was {}, now {}; nothing was run. Run "
+          "`sweep run` again: it plans from the file as it is now (finished runs are kept)",
+          file, index, expected,
+          size_t(index) < sweep.runs.size() ? sweep.runs[size_t(index)].id + " (" + settings(size_t(index)) + ")"
+                                            : "beyond its " + std::to_string(sweep.runs.size()) + " runs"));
+  }
   sweeps::RunOneOptions o;
   o.threads = threads;
   o.retry_failed = vm.count("retry-failed") > 0;

@@ -313,8 +313,8 @@ class SweepScheduler {
     std::error_code ec;
     const fs::path resolved = fs::read_symlink(options.executable, ec);
     const std::string executable = ec ? options.executable : resolved.string();
-    std::vector<std::string> args = {executable, "sweep", "run-one", sweep.path,
-                                     "--index", index, "--threads", threads_arg};
+    std::vector<std::string> args = {executable, "sweep", "run-one", sweep.path,     "--index",
+                                     index,      "--threads", threads_arg, "--expect-id", run.id};
     if (options.retry_failed) args.push_back("--retry-failed");
     if (ranks > 1) args.insert(args.end(), {"--nproc", std::to_string(ranks)});
     std::vector<char*> argv;

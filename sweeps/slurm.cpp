@@ -73,6 +73,10 @@ std::string slurm_script(const Sweep& sweep, const std::vector<size_t>& run_indi
     s += fmt::format("#   task {:<3} run #{:<3} {}  {}\n", k, run_indices[k], sweep.runs[run_indices[k]].id,
                      varying_settings(sweep, run_indices[k]));
   s += fmt::format("RUN_INDICES=({})\n", fmt::join(run_indices, " "));
+  // The ids as planned: a sweep file edited after submission cannot start another run under an index.
+  std::vector<std::string> ids;
+  for (const size_t i : run_indices) ids.push_back(sweep.runs[i].id);
+  s += fmt::format("RUN_IDS=({})\n", fmt::join(ids, " "));
   s += fmt::format("HARNESS={}\n", shell_quoted(executable));
   s += fmt::format("SWEEP={}\n", shell_quoted(sweep_file.string()));
   s += fmt::format("RETRY_FAILED={}\n", options.retry_failed ? "--retry-failed" : "");
@@ -87,6 +91,7 @@ std::string slurm_script(const Sweep& sweep, const std::vector<size_t>& run_indi
     s += "LAUNCH=\n\n";
   }
   s += R"(run_index=${RUN_INDICES[$SLURM_ARRAY_TASK_ID]}
+run_id=${RUN_IDS[$SLURM_ARRAY_TASK_ID]}
 echo "[$(date +%T)] array task ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID} (job $SLURM_JOB_ID, restart ${SLURM_RESTART_COUNT:-0}) on $(hostname): run #$run_index"
 
 # USR1 arrives shortly before the time limit: the harness checkpoints on SIGTERM, then this task
@@ -96,7 +101,7 @@ child=
 forward() { [ -n "$child" ] && kill -TERM "$child" 2>/dev/null; }
 trap 'requeue=1; forward' USR1
 trap 'forward' TERM INT
-$LAUNCH "$HARNESS" sweep run-one "$SWEEP" --index "$run_index" --threads "${SLURM_CPUS_PER_TASK:-1}" $RETRY_FAILED &
+$LAUNCH "$HARNESS" sweep run-one "$SWEEP" --index "$run_index" --expect-id "$run_id" --threads "${SLURM_CPUS_PER_TASK:-1}" $RETRY_FAILED &
 child=$!
 # `wait` returns early when a trapped signal arrives: wait until the harness has really exited.
 while true; do

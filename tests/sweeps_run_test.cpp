@@ -128,10 +128,11 @@ TEST(SweepCommand, KilledWorkerAndStoppedRunnerResumeWithoutDuplicatedSteps) {
   for (const auto& e : fs::directory_iterator(dir / "results/resume/slurm")) scripts.push_back(e.path());
   ASSERT_EQ(scripts.size(), 1u);
   const std::string script = test_support::read_text(scripts[0]);
-  for (const std::string line : {"#SBATCH --array=0-1%1", "#SBATCH --signal=B:USR1@120", "#SBATCH --requeue",
+  for (const std::string& line : std::vector<std::string>{"#SBATCH --array=0-1%1", "#SBATCH --signal=B:USR1@120", "#SBATCH --requeue",
                                  "#SBATCH --open-mode=append", "#SBATCH --partition=debug",
                                  "#SBATCH --time=00:10:00", "RUN_INDICES=(0 1)", "scontrol requeue",
-                                 "sweep run-one \"$SWEEP\" --index \"$run_index\""})
+                                 "sweep run-one \"$SWEEP\" --index \"$run_index\" --expect-id \"$run_id\"",
+                                 "RUN_IDS=(" + sweep.runs[0].id + " " + sweep.runs[1].id + ")"})
     EXPECT_NE(script.find(line), std::string::npos) << line << "\n" << script;
   EXPECT_NE(script.find("#SBATCH --output=" + (dir / "results/resume/slurm/%A_%a.out").string()), std::string::npos);
   EXPECT_EQ(std::system(("bash -n " + scripts[0].string()).c_str()), 0);
@@ -189,6 +190,32 @@ TEST(SweepCommand, KilledWorkerAndStoppedRunnerResumeWithoutDuplicatedSteps) {
   EXPECT_EQ(test_support::read_text(dir / "mean.log"), test_support::read_text(dir / "export.log"));
   EXPECT_NE(test_support::read_text(dir / "mean.log").find("± "), std::string::npos)
       << test_support::read_text(dir / "mean.log");
+  fs::remove_all(dir);
+}
+
+// A sweep file edited while `sweep run` runs (a seed added) moves runs to other indices: a worker
+// launched for the old run #1 refuses, naming the change, instead of training whatever is #1 now.
+TEST(SweepCommand, AWorkerRefusesARunWhoseIdChangedUnderItsIndex) {
+  const fs::path dir = fresh_dir("edited");
+  const fs::path file = write_sweep(dir, "edited", 10, "[0, 2]");
+  const auto before = harness::sweeps::load_sweep(file.string());
+  write_sweep(dir, "edited", 10, "[0, 1, 2]");
+  const auto after = harness::sweeps::load_sweep(file.string());
+  ASSERT_NE(before.runs[1].id, after.runs[1].id);
+  EXPECT_EQ(run(dir, {"sweep", "run-one", file.string(), "--index", "1", "--expect-id", before.runs[1].id},
+                dir / "edited.log"),
+            2);
+  const std::string log = test_support::read_text(dir / "edited.log");
+  EXPECT_NE(log.find("the sweep file changed since `sweep run` started: run #1 was " + before.runs[1].id + ", now " +
+                     after.runs[1].id + " (train.seed=1)"),
+            std::string::npos)
+      << log;
+  EXPECT_FALSE(fs::exists(after.runs[1].run_dir + "/run.h5"));
+  // The id it expects: the run goes ahead.
+  EXPECT_EQ(run(dir, {"sweep", "run-one", file.string(), "--index", "1", "--expect-id", after.runs[1].id},
+                dir / "same.log"),
+            0)
+      << test_support::read_text(dir / "same.log");
   fs::remove_all(dir);
 }
 
