@@ -118,18 +118,14 @@ int run_one(const Args& args) {
   const auto sweep = sweeps::load_sweep(file);
   if (vm.count("expect-id")) {
     const std::string expected = vm["expect-id"].as<std::string>();
-    const auto settings = [&](size_t i) {
-      std::vector<std::string> parts;
-      for (const auto& key : sweep.varying_keys) parts.push_back(key + "=" + sweep.value_text(i, key));
-      return fmt::format("{}", fmt::join(parts, " "));
-    };
-    if (size_t(index) >= sweep.runs.size() || sweep.runs[size_t(index)].id != expected)
+    const size_t i = size_t(index);
+    if (i >= sweep.runs.size() || sweep.runs[i].id != expected)
       throw InputError(fmt::format(
           "{}: the sweep file changed since `sweep run` started: run #{} was {}, now {}; nothing was run. Run "
           "`sweep run` again: it plans from the file as it is now (finished runs are kept)",
           file, index, expected,
-          size_t(index) < sweep.runs.size() ? sweep.runs[size_t(index)].id + " (" + settings(size_t(index)) + ")"
-                                            : "beyond its " + std::to_string(sweep.runs.size()) + " runs"));
+          i < sweep.runs.size() ? sweep.runs[i].id + " (" + sweeps::varying_settings(sweep, i) + ")"
+                                : "beyond its " + std::to_string(sweep.runs.size()) + " runs"));
   }
   sweeps::RunOneOptions o;
   o.threads = threads;

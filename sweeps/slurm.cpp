@@ -36,6 +36,21 @@ std::string self_executable() {
   return p.string();
 }
 
+// Which run each array task runs: a commented table, the indices and the ids as planned (a sweep
+// file edited after submission cannot start another run under an index: run-one --expect-id).
+std::string array_tasks(const Sweep& sweep, const std::vector<size_t>& run_indices) {
+  std::string out;
+  out += "\n# Array task k runs run RUN_INDICES[k]:\n";
+  for (size_t k = 0; k < run_indices.size(); ++k)
+    out += fmt::format("#   task {:<3} run #{:<3} {}  {}\n", k, run_indices[k], sweep.runs[run_indices[k]].id,
+                       varying_settings(sweep, run_indices[k]));
+  out += fmt::format("RUN_INDICES=({})\n", fmt::join(run_indices, " "));
+  std::vector<std::string> ids;
+  for (const size_t i : run_indices) ids.push_back(sweep.runs[i].id);
+  out += fmt::format("RUN_IDS=({})\n", fmt::join(ids, " "));
+  return out;
+}
+
 }  // namespace
 
 std::string slurm_script(const Sweep& sweep, const std::vector<size_t>& run_indices,
@@ -68,15 +83,7 @@ std::string slurm_script(const Sweep& sweep, const std::vector<size_t>& run_indi
     s += fmt::format("#SBATCH --nodes={}\n#SBATCH --ntasks-per-node={}\n", options.nodes_per_run,
                      options.ntasks_per_node);
   for (const auto& extra : options.sbatch_args) s += fmt::format("#SBATCH {}\n", extra);
-  s += "\n# Array task k runs run RUN_INDICES[k]:\n";
-  for (size_t k = 0; k < run_indices.size(); ++k)
-    s += fmt::format("#   task {:<3} run #{:<3} {}  {}\n", k, run_indices[k], sweep.runs[run_indices[k]].id,
-                     varying_settings(sweep, run_indices[k]));
-  s += fmt::format("RUN_INDICES=({})\n", fmt::join(run_indices, " "));
-  // The ids as planned: a sweep file edited after submission cannot start another run under an index.
-  std::vector<std::string> ids;
-  for (const size_t i : run_indices) ids.push_back(sweep.runs[i].id);
-  s += fmt::format("RUN_IDS=({})\n", fmt::join(ids, " "));
+  s += array_tasks(sweep, run_indices);
   s += fmt::format("HARNESS={}\n", shell_quoted(executable));
   s += fmt::format("SWEEP={}\n", shell_quoted(sweep_file.string()));
   s += fmt::format("RETRY_FAILED={}\n", options.retry_failed ? "--retry-failed" : "");
