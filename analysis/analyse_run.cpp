@@ -41,6 +41,20 @@ bool same_settings(const results::DatasetGroup& g, const std::map<std::string, r
   return true;
 }
 
+// The contexts to analyse: --contexts resolved against L, or the run's eval.contexts.
+std::vector<int64_t> analysed_contexts(const harness::config::RunConfig& c, const AnalyseOptions& o) {
+  if (o.contexts.empty()) return c.eval_contexts();
+  std::vector<int64_t> contexts;
+  for (const auto& v : o.contexts) {
+    const double t = v.resolve(c.train.context);
+    if (!(t >= 1) || std::fabs(t - std::round(t)) > 1e-9)
+      throw InputError(fmt::format("--contexts: '{}' is {} tokens at L = {}, not a whole number of "
+                                   "tokens >= 1", v.text(), t, c.train.context));
+    contexts.push_back(std::llround(t));
+  }
+  return contexts;
+}
+
 }  // namespace
 
 AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
@@ -64,18 +78,7 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
   };
   const int64_t queries = harness::train::statistics_queries(c.eval.attention_queries, o.queries);
   const int64_t batch = o.batch_size > 0 ? o.batch_size : c.eval.batch_size;
-  std::vector<int64_t> contexts;
-  if (o.contexts.empty()) {
-    contexts = c.eval_contexts();
-  } else {
-    for (const auto& v : o.contexts) {
-      const double t = v.resolve(c.train.context);
-      if (!(t >= 1) || std::fabs(t - std::round(t)) > 1e-9)
-        throw InputError(fmt::format("--contexts: '{}' is {} tokens at L = {}, not a whole number of "
-                                     "tokens >= 1", v.text(), t, c.train.context));
-      contexts.push_back(std::llround(t));
-    }
-  }
+  const auto contexts = analysed_contexts(c, o);
 
   // Everything checked before any work: contexts the model and the data can take.
   const auto method = attention::resolve_method(harness::config::method_options(c));

@@ -17,13 +17,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-harness::config::LoadedConfig tiny(const fs::path& cache, const std::string& method) {
+harness::config::LoadedConfig tiny(const fs::path& cache, const std::string& method, const std::string& eval_extra = "") {
   const std::string yaml = std::string("data: {corpus: '") + HARNESS_TEST_DATA +
                            "/sotu', data_dir: '" + cache.string() + "'}\n" +
                            "model: {layers: 2, d_model: 32, heads: 2}\n"
                            "attention: {method: " + method + ", tau: L/400, p_rope_base: L/4}\n"
                            "train: {context: 32, batch_size: 8, steps: 10, seed: 3}\n"
-                           "eval: {contexts: [L, 4L], windows: 4, every: 5, attention_queries: 8}\n"
+                           "eval: {contexts: [L, 4L], windows: 4, every: 5, attention_queries: 8" + eval_extra + "}\n"
                            "run: {threads: 2, checkpoint_every: 5}\n";
   return harness::config::load_run_config_text(yaml, "tiny.yaml", "tiny");
 }
@@ -103,6 +103,23 @@ TEST(AttentionStatsInRuns, AnalyseMatchesTheLastValidationAndSkipsWhatItHasDone)
   o.contexts = {harness::config::ContextValue::times_l(16)};
   EXPECT_EQ(analysis::analyse_run(dir.string(), o).analysed, (std::vector<int64_t>{512}));
   EXPECT_EQ(results::read_run_file((dir / "run.h5").string()).analysis.size(), 3u);
+}
+
+// eval.same_text: validation at L is cut from the 4L windows (4 windows → 16 chunks), and analyse
+// cuts them the same way: the same windows (fingerprint) and losses as the final validation.
+TEST(AttentionStatsInRuns, AnalyseOfASameTextRunScoresTheSameChunks) {
+  test_support::TempDir tmp;
+  const auto dir = train(tiny(tmp.path / "cache", "rope", ", same_text: true"), tmp.path / "run");
+  analysis::analyse_run(dir.string(), {});
+  const auto r = results::read_run_file((dir / "run.h5").string());
+  EXPECT_EQ(r.eval.at(32).window_loss.size(), 16u);
+  EXPECT_EQ(r.eval.at(128).window_loss.size(), 4u);
+  for (const int64_t T : {32, 128}) {
+    const auto& a = r.analysis.at(T);
+    EXPECT_EQ(std::get<std::string>(a.attributes.at("window_fingerprint")), r.eval.at(T).window_fingerprint) << T;
+    EXPECT_NEAR(a.arrays.at("loss").values[0], r.eval.at(T).loss.back(), 1e-6) << T;
+    EXPECT_EQ(a.arrays.at("window_loss").values.size(), r.eval.at(T).window_loss.size()) << T;
+  }
 }
 
 TEST(AttentionStatsInRuns, BadInputIsAnErrorWithNothingWritten) {
