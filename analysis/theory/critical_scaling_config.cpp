@@ -125,6 +125,53 @@ std::vector<double> evenly_spaced(double from, double to, int64_t count) {
 // and compares as 0.95.
 double tidy(double v) { return std::stod(fmt::format("{:.12g}", v)); }
 
+// rho: a list of values in [0, 1), increasing, or {from, to, count}.
+void read_rho(const Parser& p, const YAML::Node& rho, CriticalScalingConfig& c) {
+  c.rho.clear();
+  const std::string expected = "a list of numbers in [0, 1) or a mapping {from, to, count}";
+  if (rho.IsSequence()) {
+    for (const auto& item : p.sequence(rho, "rho", expected))
+      c.rho.push_back(p.number_in(item, "rho", 0.0, 1.0, true));
+    for (size_t i = 1; i < c.rho.size(); ++i)
+      if (!(c.rho[i] > c.rho[i - 1]))
+        p.fail(rho[i], "rho", fmt::format("values in increasing order (after {})", c.rho[i - 1]));
+  } else {
+    p.mapping(rho, "rho", expected, kRhoKeys);
+    if (!rho["from"] || !rho["to"] || !rho["count"])
+      fail_at(p.at(rho), "rho", "the mapping needs from, to and count");
+    const double from = p.number_in(rho["from"], "rho.from", 0.0, 1.0, true);
+    const double to = p.number_in(rho["to"], "rho.to", 0.0, 1.0, true);
+    const int64_t count = p.integer(rho["count"], "rho.count", 1, 1000);
+    if (!(to > from) && count > 1)
+      p.fail(rho["to"], "rho.to", fmt::format("a value above rho.from ({})", from));
+    if (count == 1 && to != from)
+      p.fail(rho["to"], "rho.to", fmt::format("rho.from ({}) when rho.count is 1", from));
+    for (double v : evenly_spaced(from, to, count)) c.rho.push_back(tidy(v));
+  }
+}
+
+// gamma: a list of γ values (increasing), or {count, max_over_gamma_c}.
+void read_gamma(const Parser& p, const YAML::Node& gamma, CriticalScalingConfig& c) {
+  const std::string expected =
+      "a list of γ values (numbers >= 0, increasing) or a mapping {count, max_over_gamma_c}";
+  if (gamma.IsSequence()) {
+    for (const auto& item : p.sequence(gamma, "gamma", expected))
+      c.gamma_values.push_back(p.number_in(item, "gamma", 0.0, 1e6, false));
+    if (c.gamma_values.size() < 2) p.fail(gamma, "gamma", "at least 2 values");
+    for (size_t i = 1; i < c.gamma_values.size(); ++i)
+      if (!(c.gamma_values[i] > c.gamma_values[i - 1]))
+        p.fail(gamma[i], "gamma",
+               fmt::format("values in increasing order (after {})", c.gamma_values[i - 1]));
+  } else {
+    p.mapping(gamma, "gamma", expected, kGammaKeys);
+    if (const YAML::Node count = gamma["count"]) c.gamma_count = p.integer(count, "gamma.count", 2, 1000);
+    if (const YAML::Node max = gamma["max_over_gamma_c"]) {
+      c.gamma_max_over_critical = p.number_in(max, "gamma.max_over_gamma_c", 0.0, 1000.0, false);
+      if (!(c.gamma_max_over_critical > 0)) p.fail(max, "gamma.max_over_gamma_c", "a number in (0, 1000]");
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<double> CriticalScalingConfig::gammas(size_t r) const {
@@ -202,49 +249,8 @@ CriticalScalingConfig load_critical_scaling_config_text(const std::string& text,
                                                "{}·{} with n = {}",
                                                kMaxTokenValues, n, c.d[i], n));
   }
-  if (const YAML::Node rho = root["rho"]) {
-    c.rho.clear();
-    const std::string expected = "a list of numbers in [0, 1) or a mapping {from, to, count}";
-    if (rho.IsSequence()) {
-      for (const auto& item : p.sequence(rho, "rho", expected))
-        c.rho.push_back(p.number_in(item, "rho", 0.0, 1.0, true));
-      for (size_t i = 1; i < c.rho.size(); ++i)
-        if (!(c.rho[i] > c.rho[i - 1]))
-          p.fail(rho[i], "rho", fmt::format("values in increasing order (after {})", c.rho[i - 1]));
-    } else {
-      p.mapping(rho, "rho", expected, kRhoKeys);
-      if (!rho["from"] || !rho["to"] || !rho["count"])
-        fail_at(p.at(rho), "rho", "the mapping needs from, to and count");
-      const double from = p.number_in(rho["from"], "rho.from", 0.0, 1.0, true);
-      const double to = p.number_in(rho["to"], "rho.to", 0.0, 1.0, true);
-      const int64_t count = p.integer(rho["count"], "rho.count", 1, 1000);
-      if (!(to > from) && count > 1)
-        p.fail(rho["to"], "rho.to", fmt::format("a value above rho.from ({})", from));
-      if (count == 1 && to != from)
-        p.fail(rho["to"], "rho.to", fmt::format("rho.from ({}) when rho.count is 1", from));
-      for (double v : evenly_spaced(from, to, count)) c.rho.push_back(tidy(v));
-    }
-  }
-  if (const YAML::Node gamma = root["gamma"]) {
-    const std::string expected =
-        "a list of γ values (numbers >= 0, increasing) or a mapping {count, max_over_gamma_c}";
-    if (gamma.IsSequence()) {
-      for (const auto& item : p.sequence(gamma, "gamma", expected))
-        c.gamma_values.push_back(p.number_in(item, "gamma", 0.0, 1e6, false));
-      if (c.gamma_values.size() < 2) p.fail(gamma, "gamma", "at least 2 values");
-      for (size_t i = 1; i < c.gamma_values.size(); ++i)
-        if (!(c.gamma_values[i] > c.gamma_values[i - 1]))
-          p.fail(gamma[i], "gamma",
-                 fmt::format("values in increasing order (after {})", c.gamma_values[i - 1]));
-    } else {
-      p.mapping(gamma, "gamma", expected, kGammaKeys);
-      if (const YAML::Node count = gamma["count"]) c.gamma_count = p.integer(count, "gamma.count", 2, 1000);
-      if (const YAML::Node max = gamma["max_over_gamma_c"]) {
-        c.gamma_max_over_critical = p.number_in(max, "gamma.max_over_gamma_c", 0.0, 1000.0, false);
-        if (!(c.gamma_max_over_critical > 0)) p.fail(max, "gamma.max_over_gamma_c", "a number in (0, 1000]");
-      }
-    }
-  }
+  if (const YAML::Node rho = root["rho"]) read_rho(p, rho, c);
+  if (const YAML::Node gamma = root["gamma"]) read_gamma(p, gamma, c);
   if (const YAML::Node v = root["trials"]) c.trials = p.integer(v, "trials", 1, 1000);
   if (const YAML::Node v = root["seed"])
     c.seed = uint64_t(p.integer(v, "seed", 0, std::numeric_limits<int64_t>::max()));
