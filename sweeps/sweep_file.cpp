@@ -237,6 +237,32 @@ std::map<std::string, YAML::Node> parse_sections(const YAML::Node& root, const s
 }
 
 // name, base, the axes and the explicit runs into `sweep`; returns the base config.
+// runs: a list of override mappings, each one run (train.seed not when `seeds:` varies it).
+void parse_explicit_runs(const YAML::Node& r, const std::string& source, Sweep& sweep) {
+  if (!r.IsSequence() || r.size() == 0)
+    fail(Location::of(source, r), "runs",
+         fmt::format("expected a non-empty list of override mappings (e.g. - {{attention.method: "
+                     "rope}}), got {}", describe(r)));
+  for (const auto& item : r) {
+    const Location at = Location::of(source, item);
+    if (!item.IsMap() || item.size() == 0)
+      fail(at, "runs", fmt::format("each entry is a mapping of config keys to one value each, "
+                                   "got {}", describe(item)));
+    std::vector<std::pair<std::string, YAML::Node>> entries;
+    std::vector<Location> key_locations;
+    flatten(item, "", source, entries, key_locations);
+    ExplicitRun run{at, {}};
+    for (size_t i = 0; i < entries.size(); ++i) {
+      check_variable_key(entries[i].first, key_locations[i]);
+      if (entries[i].first == "train.seed" && !sweep.seeds.values.empty())
+        fail(key_locations[i], "train.seed",
+             fmt::format("already varied by `seeds:` ({})", sweep.seeds.at.str()));
+      run.overrides.emplace_back(entries[i].first, axis_value(source, entries[i].second));
+    }
+    sweep.explicit_runs.push_back(std::move(run));
+  }
+}
+
 config::LoadedConfig parse_axes_and_base(std::map<std::string, YAML::Node>& sections,
                                          const std::string& source, Sweep& sweep) {
   // name: a single path component (results go to <out_dir>/<name>/).
@@ -296,31 +322,7 @@ config::LoadedConfig parse_axes_and_base(std::map<std::string, YAML::Node>& sect
     if (s.size() == 0) fail(sweep.seeds.at, "seeds", "empty axis: give at least one seed");
     for (const auto& v : s) sweep.seeds.values.push_back(axis_value(source, v));
   }
-  if (sections.count("runs")) {
-    const YAML::Node& r = sections["runs"];
-    if (!r.IsSequence() || r.size() == 0)
-      fail(Location::of(source, r), "runs",
-           fmt::format("expected a non-empty list of override mappings (e.g. - {{attention.method: "
-                       "rope}}), got {}", describe(r)));
-    for (const auto& item : r) {
-      const Location at = Location::of(source, item);
-      if (!item.IsMap() || item.size() == 0)
-        fail(at, "runs", fmt::format("each entry is a mapping of config keys to one value each, "
-                                     "got {}", describe(item)));
-      std::vector<std::pair<std::string, YAML::Node>> entries;
-      std::vector<Location> key_locations;
-      flatten(item, "", source, entries, key_locations);
-      ExplicitRun run{at, {}};
-      for (size_t i = 0; i < entries.size(); ++i) {
-        check_variable_key(entries[i].first, key_locations[i]);
-        if (entries[i].first == "train.seed" && !sweep.seeds.values.empty())
-          fail(key_locations[i], "train.seed",
-               fmt::format("already varied by `seeds:` ({})", sweep.seeds.at.str()));
-        run.overrides.emplace_back(entries[i].first, axis_value(source, entries[i].second));
-      }
-      sweep.explicit_runs.push_back(std::move(run));
-    }
-  }
+  if (sections.count("runs")) parse_explicit_runs(sections["runs"], source, sweep);
 
   return base;
 }
