@@ -43,6 +43,45 @@ std::string describe_parameters(const Method& m) {
   return out.empty() ? "none" : out;
 }
 
+// The learned bias's initial values, per parameter and head.
+void write_learned_initial_values(std::ostringstream& os, const Method& m) {
+  const auto& spec = transform_spec(m.transform);
+  const std::vector<double> init = initial_learned_values(m);  // (H, P)
+  const int64_t P = learned_values_per_head(m);
+  int64_t column = 0;
+  for (const auto& p : spec.learned) {
+    os << "initial " << p.name << " (head 1.." << m.heads
+       << (p.per_head > 1 ? ", " + std::to_string(p.per_head) + " values each" : std::string()) << ", learned"
+       << (std::isfinite(p.floor) ? ", floor " + num(p.floor) : std::string()) << "):";
+    for (int64_t h = 0; h < m.heads; ++h) {
+      if (p.per_head > 1) os << (h ? " |" : "");
+      for (int64_t k = 0; k < p.per_head; ++k) os << " " << num(init[size_t(h * P + column + k)]);
+    }
+    os << "\n";
+    column += p.per_head;
+  }
+}
+
+// The rotary pairs' frequencies and wavelengths at T (nothing for a method without rotation).
+void write_rotary_frequencies(std::ostringstream& os, const Method& m, int64_t T) {
+  const std::vector<double> freq = rotary_frequencies(m, T);
+  if (freq.empty()) return;
+  int64_t rotated = 0;
+  for (double f : freq) rotated += f > 0;
+  os << "rotary frequencies at T (half-split pairs (k, k+d/2); " << rotated << " of "
+     << freq.size() << " pairs rotate):\n";
+  os << "  pair  frequency (rad/token)  wavelength (tokens)\n";
+  for (size_t k = 0; k < freq.size(); ++k) {
+    char line[128];
+    if (freq[k] > 0)
+      std::snprintf(line, sizeof line, "  %4zu  %21.9g  %19.6g\n", k, freq[k],
+                    2.0 * M_PI / freq[k]);
+    else
+      std::snprintf(line, sizeof line, "  %4zu  %21s  %19s\n", k, "0 (unrotated)", "-");
+    os << line;
+  }
+}
+
 }  // namespace
 
 std::string inspect_method(const MethodOptions& options, const std::vector<int64_t>& distances,
@@ -71,40 +110,8 @@ std::string inspect_method(const MethodOptions& options, const std::vector<int64
     for (double s : alibi_slopes(m.heads)) os << " " << num(s);
     os << "\n";
   }
-  if (m.learned_bias()) {
-    const auto& spec = transform_spec(m.transform);
-    const std::vector<double> init = initial_learned_values(m);  // (H, P)
-    const int64_t P = learned_values_per_head(m);
-    int64_t column = 0;
-    for (const auto& p : spec.learned) {
-      os << "initial " << p.name << " (head 1.." << m.heads
-         << (p.per_head > 1 ? ", " + std::to_string(p.per_head) + " values each" : std::string()) << ", learned"
-         << (std::isfinite(p.floor) ? ", floor " + num(p.floor) : std::string()) << "):";
-      for (int64_t h = 0; h < m.heads; ++h) {
-        if (p.per_head > 1) os << (h ? " |" : "");
-        for (int64_t k = 0; k < p.per_head; ++k) os << " " << num(init[size_t(h * P + column + k)]);
-      }
-      os << "\n";
-      column += p.per_head;
-    }
-  }
-  const std::vector<double> freq = rotary_frequencies(m, T);
-  if (!freq.empty()) {
-    int64_t rotated = 0;
-    for (double f : freq) rotated += f > 0;
-    os << "rotary frequencies at T (half-split pairs (k, k+d/2); " << rotated << " of "
-       << freq.size() << " pairs rotate):\n";
-    os << "  pair  frequency (rad/token)  wavelength (tokens)\n";
-    for (size_t k = 0; k < freq.size(); ++k) {
-      char line[128];
-      if (freq[k] > 0)
-        std::snprintf(line, sizeof line, "  %4zu  %21.9g  %19.6g\n", k, freq[k],
-                      2.0 * M_PI / freq[k]);
-      else
-        std::snprintf(line, sizeof line, "  %4zu  %21s  %19s\n", k, "0 (unrotated)", "-");
-      os << line;
-    }
-  }
+  if (m.learned_bias()) write_learned_initial_values(os, m);
+  write_rotary_frequencies(os, m, T);
   os << "per distance t, query with n_i = T = " << T << " visible keys"
      << (m.learned_head_scale() ? " (s_h at its initial " + num(initial_head_scale(m)) + ")"
                                 : std::string())
