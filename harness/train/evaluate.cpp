@@ -15,6 +15,44 @@ int64_t statistics_queries(int64_t configured, int64_t requested) {
   return configured > 0 ? configured : config::kDefaultAttentionQueries;
 }
 
+namespace {
+
+// Data parallel: every rank's sums (loss by position and by window, the score moments, the batch
+// count, the attention statistics) summed over the ranks, in place.
+void reduce_over_ranks(models::Collectives& group, torch::Tensor& loss_by_position, std::vector<double>& score_moments,
+                       int64_t& batches, torch::Tensor& loss_by_window,
+                       const std::vector<std::shared_ptr<attention::AttentionStatsRecorder>>& recorders, int64_t T,
+                       int64_t heads) {
+  std::vector<torch::Tensor> sums{loss_by_position,
+                                  torch::tensor(score_moments, torch::kDouble),
+                                  torch::tensor({double(batches)}, torch::kDouble), loss_by_window};
+  for (const auto& recorder : recorders)
+    sums.push_back(torch::tensor(recorder->flat_sums(T, heads), torch::kDouble));
+  group.all_reduce_sum(sums);
+  loss_by_position = sums[0];
+  const auto moments = sums[1].contiguous();
+  score_moments.assign(moments.data_ptr<double>(), moments.data_ptr<double>() + moments.numel());
+  batches = int64_t(sums[2].item<double>());
+  loss_by_window = sums[3];
+  for (size_t i = 0; i < recorders.size(); ++i) {
+    const auto flat = sums[4 + i].contiguous();
+    recorders[i]->set_flat_sums(std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));
+  }
+}
+
+// Mean of (T,) per-position losses over `buckets` equal-width buckets: bucket b holds positions
+// [b·T/buckets, (b+1)·T/buckets).
+std::vector<double> bucket_means(const torch::Tensor& loss_by_position, int64_t buckets) {
+  const int64_t T = loss_by_position.size(0);
+  const auto bucket_of = (torch::arange(T, torch::kLong) * buckets).div(T, "floor");  // (T,)
+  const auto per_bucket = torch::zeros({buckets}, torch::kDouble).index_add_(0, bucket_of, loss_by_position);
+  const auto counts = torch::zeros({buckets}, torch::kDouble).index_add_(0, bucket_of, torch::ones({T}, torch::kDouble));
+  const auto mean = (per_bucket / counts).contiguous();
+  return {mean.data_ptr<double>(), mean.data_ptr<double>() + buckets};
+}
+
+}  // namespace
+
 EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_t batch_size,
                     int64_t position_buckets, torch::Device device, int64_t attention_queries,
                     bool raw_scores, models::Collectives* group) {
@@ -36,8 +74,6 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   const int64_t T = windows.context;
   const int64_t N = windows.tokens.size(0);
   const int64_t buckets = std::min(position_buckets, T);
-  // Bucket b holds positions [b·T/buckets, (b+1)·T/buckets).
-  const auto bucket_of = (torch::arange(T, torch::kLong) * buckets).div(T, "floor");  // (T,)
   // Summed over windows, on the device: read once at the end, not after every batch.
   auto loss_by_position = torch::zeros({T}, torch::TensorOptions().dtype(torch::kDouble).device(device));
   // Summed nats of each window: a rank fills its own rows, the others stay 0 for the reduction.
@@ -63,24 +99,9 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   // The raw scores' std per layer, pooled over every sampled score of every batch.
   std::vector<double> score_moments;  // (layers, 3): count, sum, sum of squares
   for (const auto& p : probes) score_moments.insert(score_moments.end(), {p.score_count, p.score_sum, p.score_sum_sq});
-  if (group) {
-    std::vector<torch::Tensor> sums{loss_by_position,
-                                    torch::tensor(score_moments, torch::kDouble),
-                                    torch::tensor({double(batches)}, torch::kDouble), loss_by_window};
-    const int64_t heads = model->options().heads;
-    for (const auto& recorder : recorders)
-      sums.push_back(torch::tensor(recorder->flat_sums(T, heads), torch::kDouble));
-    group->all_reduce_sum(sums);
-    loss_by_position = sums[0];
-    const auto moments = sums[1].contiguous();
-    score_moments.assign(moments.data_ptr<double>(), moments.data_ptr<double>() + moments.numel());
-    batches = int64_t(sums[2].item<double>());
-    loss_by_window = sums[3];
-    for (size_t i = 0; i < recorders.size(); ++i) {
-      const auto flat = sums[4 + i].contiguous();
-      recorders[i]->set_flat_sums(std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));
-    }
-  }
+  if (group)
+    reduce_over_ranks(*group, loss_by_position, score_moments, batches, loss_by_window, recorders, T,
+                      model->options().heads);
   if (was_training) model->train();
 
   EvalResult r;
@@ -92,11 +113,7 @@ EvalResult evaluate(models::GPT& model, const data::EvalWindows& windows, int64_
   r.loss_se = harness::mean_se(r.window_loss).se;
   r.window_fingerprint = data::window_fingerprint(windows);
   r.window_document = data::window_documents(windows);
-  const auto per_bucket = torch::zeros({buckets}, torch::kDouble).index_add_(0, bucket_of, loss_by_position);
-  const auto counts = torch::zeros({buckets}, torch::kDouble)
-                          .index_add_(0, bucket_of, torch::ones({T}, torch::kDouble));
-  const auto mean_per_bucket = (per_bucket / counts).contiguous();
-  r.position_loss.assign(mean_per_bucket.data_ptr<double>(), mean_per_bucket.data_ptr<double>() + buckets);
+  r.position_loss = bucket_means(loss_by_position, buckets);
   for (size_t l = 0; l < layers; ++l) {
     attention::AttentionProbe pooled;
     pooled.score_count = score_moments[3 * l];
