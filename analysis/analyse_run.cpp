@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -89,13 +90,22 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
       throw InputError(fmt::format("--contexts: {}", e.what()));
     }
   }
+  // The run's eval.same_text holds here too: windows cut from the longest of the run's
+  // contexts and these, so that a context is scored as the run's validation scored it.
+  std::vector<int64_t> drawn = contexts;
+  if (c.eval.same_text) {
+    const auto own = c.eval_contexts();
+    drawn.push_back(*std::max_element(own.begin(), own.end()));
+  }
   std::map<int64_t, harness::data::EvalWindows> eval_windows;
-  try {  // the run's eval.same_text holds for the contexts analysed here too
-    eval_windows = harness::data::make_validation_windows(run.dataset->validation_documents(), contexts, windows_at,
+  try {
+    eval_windows = harness::data::make_validation_windows(run.dataset->validation_documents(), drawn, windows_at,
                                                           c.eval.seed, c.eval.same_text);
   } catch (const InputError& e) {
     throw InputError(fmt::format("{}{}", c.eval.same_text ? "eval.same_text: " : "", e.what()));
   }
+  for (auto it = eval_windows.begin(); it != eval_windows.end();)
+    it = std::find(contexts.begin(), contexts.end(), it->first) == contexts.end() ? eval_windows.erase(it) : std::next(it);
 
   AnalyseOutcome out;
   out.run_dir = run_dir;

@@ -33,6 +33,7 @@ PairTable pairwise_gaps(const ArmGrid& grid, double level) {
   t.context = grid.context;
   t.level = level;
   t.documents = int(std::set<int64_t>(grid.document.begin(), grid.document.end()).size());
+  t.documents_known = grid.documents_known;
   std::vector<size_t> order(grid.arms.size());
   std::iota(order.begin(), order.end(), size_t(0));
   std::stable_sort(order.begin(), order.end(),
@@ -107,9 +108,12 @@ std::string format_pairs_markdown(const std::vector<PairTable>& tables, int64_t 
     out += fmt::format("### {}: {} of {} pairs resolved\n\n", context_label(t.context, train_context), resolved,
                        t.pairs.size());
     out += fmt::format("Row's mean loss − column's (nats/token), arms by mean loss (mean, seeds); a gap in "
-                       "parentheses is not resolved: Holm's procedure over the {} pairs at a family-wise {:g}% "
-                       "(seed-paired, windows clustered by {} documents).\n\n",
+                       "parentheses is not resolved: Holm's procedure over the {} pairs, family-wise error at "
+                       "most {:g}% (seed-paired, windows clustered by {} documents).\n\n",
                        estimable, 100 * (1 - t.level), t.documents);
+    if (!t.documents_known)
+      out += "Note: the run files do not say which document each window is from (written before 2026-12-07): "
+             "windows counted as independent, the intervals too narrow.\n\n";
     out += markdown_matrix(t) + "\n";
     std::vector<std::string> open;
     for (const auto& r : t.pairs) {

@@ -31,6 +31,7 @@ struct PairTable {
   std::vector<int> seeds;         // each arm's number of runs
   std::vector<PairResult> pairs;  // every a < b
   int documents = 0;              // distinct documents among the windows
+  bool documents_known = true;    // false: old run files, each window counted as its own document
   double level = 0.95;
 };
 

@@ -170,8 +170,9 @@ int run_one(const Sweep& sweep, size_t index, const RunOneOptions& o) {
                loaded.config.run.threads, loaded.config.run.threads == 1 ? "" : "s", ::getpid());
   if (o.nproc > 1) {  // this process holds the lock; its ranks train
     train::batch_shares(loaded, o.nproc, fmt::format("--nproc-per-run {}", o.nproc));
-    std::vector<std::string> args = {"sweep", "run-one", sweep.path, "--index", std::to_string(index),
-                                     "--threads", std::to_string(loaded.config.run.threads), "--no-lock"};
+    std::vector<std::string> args = {"sweep",     "run-one", sweep.path, "--index", std::to_string(index),
+                                     "--threads", std::to_string(loaded.config.run.threads),
+                                     "--no-lock", "--expect-id", run.id};
     if (o.retry_failed) args.push_back("--retry-failed");
     const int code = distributed::launch_local(
         args, o.nproc, std::chrono::milliseconds(int64_t(loaded.config.run.dist_timeout * 1000) + 10000));

@@ -120,6 +120,15 @@ TEST(AttentionStatsInRuns, AnalyseOfASameTextRunScoresTheSameChunks) {
     EXPECT_NEAR(a.arrays.at("loss").values[0], r.eval.at(T).loss.back(), 1e-6) << T;
     EXPECT_EQ(a.arrays.at("window_loss").values.size(), r.eval.at(T).window_loss.size()) << T;
   }
+  // L alone: still cut from the run's 4L windows, so the same chunks (and already analysed).
+  analysis::AnalyseOptions o;
+  o.contexts = {harness::config::ContextValue::times_l(1)};
+  EXPECT_EQ(analysis::analyse_run(dir.string(), o).skipped, (std::vector<int64_t>{32}));
+  // 8L: the chunks at L come from 8L windows now, other text: analysed again, and 3L cannot be cut.
+  o.contexts = {harness::config::ContextValue::times_l(1), harness::config::ContextValue::times_l(8)};
+  EXPECT_EQ(analysis::analyse_run(dir.string(), o).analysed, (std::vector<int64_t>{32, 256}));
+  o.contexts = {harness::config::ContextValue::times_l(3)};
+  EXPECT_THROW(analysis::analyse_run(dir.string(), o), harness::InputError);
 }
 
 TEST(AttentionStatsInRuns, BadInputIsAnErrorWithNothingWritten) {

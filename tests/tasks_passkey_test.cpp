@@ -141,6 +141,8 @@ TEST(PasskeyScores, EqualAFloat64LogSoftmaxAndGreedyDecoding) {
       EXPECT_NEAR(scores.log_prob[n], log_p, 1e-9) << method << " example " << n;
       const std::vector<int32_t> prompt(e.tokens.begin(), e.tokens.begin() + e.answer_position());
       const auto decoded = greedy_decode(model, prompt, e.answer_tokens, -1, N - 1, false);
+      // The KV-cache decoder at the same tight context (prompt + key − 1 tokens go through the model).
+      EXPECT_EQ(greedy_decode(model, prompt, e.answer_tokens, -1, N - 1, true), decoded) << method << " " << n;
       const bool exact = decoded == std::vector<int32_t>(e.tokens.begin() + e.answer_position(), e.tokens.end());
       EXPECT_EQ(scores.exact[n], exact ? 1.0 : 0.0) << method << " example " << n;
       // The same example with greedy decoding's answer as its key: an exact match.
@@ -148,6 +150,11 @@ TEST(PasskeyScores, EqualAFloat64LogSoftmaxAndGreedyDecoding) {
       std::copy(decoded.begin(), decoded.end(), own.tokens.begin() + e.answer_position());
       EXPECT_EQ(score_passkeys(model, {own}, 1).exact.at(0), 1.0) << method << " example " << n;
     }
+    // One token more than the context holds, or nothing to write: refused.
+    const std::vector<int32_t> prompt(examples[0].tokens.begin(), examples[0].tokens.begin() + examples[0].answer_position());
+    const int64_t N = int64_t(examples[0].tokens.size());
+    EXPECT_THROW(greedy_decode(model, prompt, examples[0].answer_tokens, -1, N - 2, true), c10::Error);
+    EXPECT_THROW(greedy_decode(model, prompt, 0, -1, N - 1, true), c10::Error);
   }
 }
 

@@ -469,7 +469,7 @@ void add_task_keys(std::vector<KeySpec>& s) {
   s.push_back(read_when(contexts_key("needle.distances",
                                      [](auto& c) -> auto& { return c.needle.distances; },
                                      "passkey evaluation distances, key to answer (examples of distance + "
-                                     "L/2 tokens)"),
+                                     "L/2 + 1 tokens)"),
                         [](const RunConfig& c) { return c.task == "needle" && c.needle.kind == "passkey"; }));
   s.push_back(read_when(integer_key("needle.examples",
                                     [](auto& c) -> auto& { return c.needle.examples; }, 1, 1 << 20,

@@ -116,6 +116,7 @@ std::vector<int32_t> greedy_decode(models::GPT& model, const std::vector<int32_t
   torch::NoGradGuard no_grad;
   TORCH_CHECK(!prompt.empty(), "greedy_decode: empty prompt");
   // The last token written is never read back: prompt + max_new − 1 tokens go through the model.
+  TORCH_CHECK(max_new >= 1, "greedy_decode: max_new must be at least 1, got ", max_new);
   TORCH_CHECK(int64_t(prompt.size()) + max_new - 1 <= context, "greedy_decode: prompt (", prompt.size(),
               ") + max_new (", max_new, ") − 1 exceed the context ", context);
   std::vector<int32_t> out;

@@ -12,26 +12,25 @@ PasskeyScores score_passkeys(models::GPT& model, const std::vector<PasskeyExampl
   torch::NoGradGuard no_grad;
   PasskeyScores out;
   if (examples.empty()) return out;
-  const int64_t N = int64_t(examples.front().tokens.size()), K = examples.front().answer_tokens;
+  const int64_t N = int64_t(examples.front().tokens.size());
   for (size_t first = 0; first < examples.size(); first += size_t(batch)) {
     const size_t last = std::min(examples.size(), first + size_t(batch));
     auto tokens = torch::empty({int64_t(last - first), N}, torch::kLong);  // (B, N)
     for (size_t e = first; e < last; ++e) {
-      if (int64_t(examples[e].tokens.size()) != N || examples[e].answer_tokens != K)
-        throw std::invalid_argument("score_passkeys: examples of one length and key length only");
+      if (int64_t(examples[e].tokens.size()) != N)
+        throw std::invalid_argument("score_passkeys: examples of one length only");
       for (int64_t i = 0; i < N; ++i) tokens[int64_t(e - first)][i] = int64_t(examples[e].tokens[size_t(i)]);
     }
-    tokens = tokens.to(device);
-    const auto logits = model->forward(tokens.slice(1, 0, N - 1));  // (B, N − 1, V)
-    // Target i is token i + 1: the key's tokens N − K … N − 1 are targets N − K − 1 … N − 2.
-    const auto rows = logits.slice(1, N - K - 1, N - 1).to(torch::kFloat64);  // (B, K, V)
-    const auto targets = tokens.slice(1, N - K, N);                            // (B, K)
-    const auto log_p = torch::log_softmax(rows, -1).gather(-1, targets.unsqueeze(-1)).squeeze(-1);  // (B, K)
-    const auto exact = (rows.argmax(-1) == targets).all(-1);                   // (B,)
-    const auto log_p_sum = log_p.sum(-1).cpu(), exact_cpu = exact.cpu();
-    for (int64_t b = 0; b < int64_t(last - first); ++b) {
-      out.exact.push_back(exact_cpu[b].item<bool>() ? 1.0 : 0.0);
-      out.log_prob.push_back(log_p_sum[b].item<double>());
+    const auto logits = model->forward(tokens.to(device).slice(1, 0, N - 1)).to(torch::kCPU);  // (B, N − 1, V)
+    for (size_t e = first; e < last; ++e) {
+      // Target i is token i + 1: the key's K tokens N − K … N − 1 are targets N − K − 1 … N − 2
+      // (K per example: a subword tokenizer may write keys in different numbers of tokens).
+      const int64_t K = examples[e].answer_tokens, b = int64_t(e - first);
+      const auto rows = logits[b].slice(0, N - K - 1, N - 1).to(torch::kFloat64);  // (K, V)
+      const auto targets = tokens[b].slice(0, N - K, N);                           // (K,)
+      const auto log_p = torch::log_softmax(rows, -1).gather(-1, targets.unsqueeze(-1));  // (K, 1)
+      out.exact.push_back((rows.argmax(-1) == targets).all().item<bool>() ? 1.0 : 0.0);
+      out.log_prob.push_back(log_p.sum().item<double>());
     }
   }
   return out;

@@ -18,8 +18,9 @@ struct PasskeyScores {
   std::vector<double> log_prob;  // (E,) nats, summed over the key's tokens
 };
 
-// Scores `examples` (all of one length) in forwards of at most `batch` examples; each forward
-// uses the method's quantities at the examples' input length (N − 1), as validation does.
+// Scores `examples` (all of one length N; their keys may differ in tokens) in forwards of at most
+// `batch` examples; each forward uses the method's quantities at the input length N − 1, as
+// validation does.
 PasskeyScores score_passkeys(models::GPT& model, const std::vector<PasskeyExample>& examples, int64_t batch,
                              torch::Device device = torch::kCPU);
 

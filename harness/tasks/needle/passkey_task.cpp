@@ -27,6 +27,9 @@ PasskeyGenerator::PasskeyGenerator(const std::vector<std::vector<int32_t>>& docu
   intro_ = encode_(kPasskeyIntro);
   after_ = encode_(kPasskeyAfter);
   question_ = encode_(kPasskeyQuestion);
+  // A 5-digit key is at most 5 tokens (a digit is one token or part of one) with any tokenizer
+  // that can write digits (vocabulary_problem); a subword one may write some keys in fewer.
+  max_key_tokens_ = 5;
   for (const char* key : {"10000", "99999", "88888", "12345"})
     max_key_tokens_ = std::max<int64_t>(max_key_tokens_, int64_t(encode_(key).size()));
 }
