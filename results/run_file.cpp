@@ -165,7 +165,6 @@ void publish(const RunRecord& r, const std::string& path) {
 
 namespace {
 
-// The record of an open run file; `where` follows the group being read, for error messages.
 // One /eval/<T> group; the columns files written before them lack read as unknown.
 EvalRows read_eval_rows(hid_t g) {
   EvalRows rows;
@@ -199,6 +198,7 @@ EvalRows read_eval_rows(hid_t g) {
   return rows;
 }
 
+// The record of an open run file; `where` follows the group being read, for error messages.
 RunRecord read_record(hid_t file, std::string& where) {
   RunRecord r;
   where = "/config";
