@@ -51,6 +51,7 @@ PairTable pairwise_gaps(const ArmGrid& grid, double level) {
       r.a = a;
       r.b = b;
       const auto [ra, rb] = common_seeds(grid.arms[order[a]], grid.arms[order[b]]);
+      r.common_seeds = int(ra.size());
       if (ra.size() >= 2) {
         r.gap = seed_paired_gap(ra, rb, grid.document, level);
         r.estimable = std::isfinite(r.gap.se) && r.gap.se > 0;
@@ -118,9 +119,13 @@ std::string format_pairs_markdown(const std::vector<PairTable>& tables, int64_t 
     std::vector<std::string> open;
     for (const auto& r : t.pairs) {
       if (r.resolved) continue;
-      open.push_back(r.estimable ? fmt::format("{} − {}: {:+.4f} [{:+.4f}, {:+.4f}], p = {:.2g}", t.arms[r.a],
-                                               t.arms[r.b], r.gap.gap, r.gap.lo, r.gap.hi, r.p)
-                                 : fmt::format("{} − {}: fewer than 2 seeds in common", t.arms[r.a], t.arms[r.b]));
+      const std::string pair = fmt::format("{} − {}: ", t.arms[r.a], t.arms[r.b]);
+      if (r.estimable)
+        open.push_back(pair + fmt::format("{:+.4f} [{:+.4f}, {:+.4f}], p = {:.2g}", r.gap.gap, r.gap.lo, r.gap.hi, r.p));
+      else if (r.common_seeds < 2)
+        open.push_back(pair + fmt::format("{} seed{} in common, 2 needed", r.common_seeds, r.common_seeds == 1 ? "" : "s"));
+      else
+        open.push_back(pair + fmt::format("{:+.4f} in every seed and window alike: no spread to test", r.gap.gap));
     }
     out += open.empty() ? "Every pair is resolved.\n\n"
                         : fmt::format("Not resolved (each interval at {:g}%):\n\n- {}\n\n", 100 * t.level,

@@ -20,7 +20,9 @@ struct PairResult {
   size_t a = 0, b = 0;   // indices into PairTable::arms (a ranks before b)
   PairedGap gap;         // mean loss of a − mean loss of b, on the seeds both have
   double p = 1;          // two-sided p-value of gap = 0 (t at gap.df); 1 when not estimable
-  bool estimable = false;  // ≥ 2 seeds in common and a finite standard error
+  int common_seeds = 0;    // seeds both arms have
+  bool estimable = false;  // ≥ 2 seeds in common and a finite, non-zero standard error (zero: the
+                           // two arms' runs scored every window alike, e.g. rope and rope+ntk at L)
   bool resolved = false;   // rejected by Holm's procedure at 1 − level
 };
 
