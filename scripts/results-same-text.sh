@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The L = 256 results of #47 (called by scripts/results.sh; runs alone too): Table 1 with every
 # context scored on the same text (sweeps/table1-same-text.yaml, 60 runs) and passkey retrieval at
-# a controlled distance (sweeps/passkey.yaml, 20 fine-tunes of its runs). Runs or resumes both
+# a controlled distance (sweeps/passkey.yaml, 20 fine-tunes of its runs; sweeps/passkey-long.yaml, 4
+# fine-tunes 3× as long). Runs or resumes all three
 # (finished runs are skipped), then writes docs/results/table1-same-text.md and
 # docs/results/passkey.md with their figures and CSV: every number those pages and the
 # interpretation in docs/results.md and docs/needle.md quote is printed here.
@@ -14,7 +15,7 @@ JOBS=${RESULTS_JOBS:-$(nproc)}
 OUT=docs/results
 [ -x "$HARNESS" ] || { echo "results: $HARNESS not found; run make build first" >&2; exit 2; }
 
-for sweep in table1-same-text passkey; do
+for sweep in table1-same-text passkey passkey-long; do
   "$HARNESS" sweep run "sweeps/$sweep.yaml" --jobs "$JOBS" --threads-per-job 1 --no-live >/dev/null
 done
 figures() {  # PNG and CSV only (export curves redraws the SVGs and scripts)
@@ -35,6 +36,23 @@ for path in glob.glob(f"{sys.argv[1]}/*/run.h5"):
         rev = rev.decode() if isinstance(rev, bytes) else str(rev)
         count[rev[:7] + ("-dirty" if rev.endswith("-dirty") else "")] += 1
 print(", ".join(f"{rev} ({n} runs)" for rev, n in sorted(count.items())) or "none")
+PY
+}
+plateau() {  # per passkey run: the step its key loss left the plateau of a uniform guess (ln 10 per digit)
+  "${PYTHON:-.venv/bin/python}" - "runs/$1" "$("$HARNESS" sweep plan "sweeps/$1.yaml")" <<'PY'
+import re, sys
+import h5py, numpy as np
+print("| run | fine-tune steps | key loss below 1 nat/digit from step | key loss, last 100 steps (nats/digit) |")
+print("| --- | --- | --- | --- |")
+for line in sys.argv[2].splitlines():  # `sweep plan`: "ID  #I  key=value ...  state"
+    m = re.match(r"([0-9a-f]{16})\s+#\d+\s+(.*?)\s+done\s*$", line)
+    if not m: continue
+    with h5py.File(f"{sys.argv[1]}/{m.group(1)}/run.h5", "r") as f:
+        step, loss = f["train/step"][:], f["train/loss"][:]
+    window = np.convolve(loss, np.ones(50) / 50, mode="valid")  # mean of each 50 consecutive steps
+    below = np.flatnonzero(window < 1.0)
+    left = str(int(step[below[0]])) if below.size else "never"
+    print(f"| {', '.join(m.group(2).split())} | {int(step[-1])} | {left} | {loss[-100:].mean():.2f} |")
 PY
 }
 provenance() {
@@ -62,7 +80,8 @@ provenance() {
   echo
   echo "\`harness export pairs sweeps/table1-same-text.yaml\`: every pair of methods at each context,"
   echo "the seed-paired gap with windows clustered by document; resolved by Holm's procedure over the"
-  echo "context's 105 pairs at a family-wise 5% ([export.md](../export.md))."
+  echo "context's pairs at a family-wise 5% ([export.md](../export.md)); a pair whose runs scored every"
+  echo "window alike (at 1L: rope, rope+ntk and yarn; logn+rope and logn+ntk) is marked – and left out."
   echo
   "$HARNESS" export pairs sweeps/table1-same-text.yaml --out "$OUT/table1-same-text/pairs.csv" --format csv >/dev/null 2>&1
   "$HARNESS" export pairs sweeps/table1-same-text.yaml 2>/dev/null | sed 's/^### /### At /'
@@ -84,9 +103,15 @@ provenance() {
   echo "[needle.md](../needle.md)). Exact match: every digit of the key is the argmax, i.e. greedy"
   echo "decoding writes the key. Mean ± standard error over seeds; columns are the distance d."
   echo
-  echo "Exact match:"
+  echo "Exact match, by seed: a fine-tune either learns to copy the key or stays on the plateau of a"
+  echo "uniform guess, so a mean over 4 seeds would mix the two (the figures show the means)."
   echo
-  "$HARNESS" export table sweeps/passkey.yaml --metric needle/accuracy 2>/dev/null
+  "$HARNESS" export table sweeps/passkey.yaml --metric needle/accuracy --rows attention.method,train.seed \
+    --best none 2>/dev/null | sed 's/ (1) / /g; /^mean ± standard error/d; /^$/d'
+  echo
+  echo "When each fine-tune learned to copy (training key loss, mean of 50 consecutive steps):"
+  echo
+  plateau passkey
   echo
   echo "Log-probability of the key (nats, summed over its 5 digits; a uniform guess is −11.5):"
   echo
@@ -95,5 +120,15 @@ provenance() {
   echo "![passkey against distance](passkey/passkey_vs_distance.png)"
   echo
   echo "![log-probability against distance](passkey/passkey_log_prob_vs_distance.png)"
+  echo
+  echo "## si+p-rope with a fine-tune 3× as long"
+  echo
+  echo "sweeps/passkey-long.yaml: the same pretrained si+p-rope runs fine-tuned 6000 steps (300 warm-up,"
+  echo "1200 cool-down), the rest as above. Trained at revision(s) $(trained runs/passkey-long)."
+  echo
+  "$HARNESS" export table sweeps/passkey-long.yaml --metric needle/accuracy --rows train.seed \
+    --best none 2>/dev/null | sed 's/ (1) / /g; /^mean ± standard error/d; /^$/d'
+  echo
+  plateau passkey-long
 } > "$OUT/passkey.md"
 echo "results: $OUT/table1-same-text.md, $OUT/passkey.md"

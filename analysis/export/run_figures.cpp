@@ -462,11 +462,14 @@ void passkey_vs_distance(const RunSet& set, const std::vector<const RunEntry*>& 
             .push_back(g.arrays.at(array).values.at(0));
       }
     if (series.empty()) return;
+    // the distances span a few octaves: a log axis framed on them, not on whole decades
+    double lo = series.front().at.begin()->first, hi = series.front().at.rbegin()->first;
+    for (const auto& s : series) lo = std::min(lo, s.at.begin()->first), hi = std::max(hi, s.at.rbegin()->first);
     w.figure(name, {{name + ".csv", series_csv("distance_over_L", series)}},
              axes(fmt::format("passkey retrieval against the key's distance (examples of d + L/2 + 1 tokens)\n{}",
                               seeds_note(series)),
                   "distance d / L (training context)", ylabel, true) +
-                 (array == "accuracy" ? "set yrange [-0.05:1.05]\n" : "") + "plot " +
+                 fmt::format("set xrange [{}:{}]\n", lo / 1.5, hi * 1.5) + (array == "accuracy" ? "set yrange [-0.05:1.05]\n" : "") + "plot " +
                  series_clauses(name + ".csv", series, max_samples(series) > 1 ? "yerrorlines" : "linespoints"));
   }
 }
