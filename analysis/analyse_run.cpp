@@ -56,6 +56,39 @@ std::vector<int64_t> analysed_contexts(const harness::config::RunConfig& c, cons
   return contexts;
 }
 
+// The validation windows of each of `contexts`, every one checked before any work: contexts the
+// model and the data can take. The run's eval.same_text holds here too: windows cut from the
+// longest of the run's contexts and these, so that a context is scored as the run's validation
+// scored it.
+std::map<int64_t, harness::data::EvalWindows> analysed_windows(const harness::train::FinishedRun& run,
+                                                               const std::vector<int64_t>& contexts,
+                                                               const std::function<int64_t(int64_t)>& windows_at) {
+  const auto& c = run.loaded.config;
+  const auto method = attention::resolve_method(harness::config::method_options(c));
+  for (const int64_t T : contexts) {
+    try {
+      attention::check_context(method, T);
+    } catch (const std::invalid_argument& e) {
+      throw InputError(fmt::format("--contexts: {}", e.what()));
+    }
+  }
+  std::vector<int64_t> drawn = contexts;
+  if (c.eval.same_text) {
+    const auto own = c.eval_contexts();
+    drawn.push_back(*std::max_element(own.begin(), own.end()));
+  }
+  std::map<int64_t, harness::data::EvalWindows> eval_windows;
+  try {
+    eval_windows = harness::data::make_validation_windows(run.dataset->validation_documents(), drawn, windows_at,
+                                                          c.eval.seed, c.eval.same_text);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}{}", c.eval.same_text ? "eval.same_text: " : "", e.what()));
+  }
+  for (auto it = eval_windows.begin(); it != eval_windows.end();)
+    it = std::find(contexts.begin(), contexts.end(), it->first) == contexts.end() ? eval_windows.erase(it) : std::next(it);
+  return eval_windows;
+}
+
 }  // namespace
 
 AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
@@ -81,31 +114,7 @@ AnalyseOutcome analyse_run(const std::string& run_dir, const AnalyseOptions& o,
   const int64_t batch = o.batch_size > 0 ? o.batch_size : c.eval.batch_size;
   const auto contexts = analysed_contexts(c, o);
 
-  // Everything checked before any work: contexts the model and the data can take.
-  const auto method = attention::resolve_method(harness::config::method_options(c));
-  for (const int64_t T : contexts) {
-    try {
-      attention::check_context(method, T);
-    } catch (const std::invalid_argument& e) {
-      throw InputError(fmt::format("--contexts: {}", e.what()));
-    }
-  }
-  // The run's eval.same_text holds here too: windows cut from the longest of the run's
-  // contexts and these, so that a context is scored as the run's validation scored it.
-  std::vector<int64_t> drawn = contexts;
-  if (c.eval.same_text) {
-    const auto own = c.eval_contexts();
-    drawn.push_back(*std::max_element(own.begin(), own.end()));
-  }
-  std::map<int64_t, harness::data::EvalWindows> eval_windows;
-  try {
-    eval_windows = harness::data::make_validation_windows(run.dataset->validation_documents(), drawn, windows_at,
-                                                          c.eval.seed, c.eval.same_text);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("{}{}", c.eval.same_text ? "eval.same_text: " : "", e.what()));
-  }
-  for (auto it = eval_windows.begin(); it != eval_windows.end();)
-    it = std::find(contexts.begin(), contexts.end(), it->first) == contexts.end() ? eval_windows.erase(it) : std::next(it);
+  const auto eval_windows = analysed_windows(run, contexts, windows_at);
 
   AnalyseOutcome out;
   out.run_dir = run_dir;

@@ -172,21 +172,163 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+// Shapes of every case: (B, H, T, D) with these B, H, D.
+constexpr int64_t kB = 1, kH = 4, kD = 64;
+
+using Attend = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>;
+
+// Random q, k, v (B, H, T, D) and the timed step: `attend` forward without autograd, or forward and
+// backward.
+std::function<void()> timed_step(int64_t T, bool backward, Attend attend) {
+  torch::manual_seed(0);
+  auto q = torch::randn({kB, kH, T, kD}), k = torch::randn({kB, kH, T, kD}), v = torch::randn({kB, kH, T, kD});
+  if (backward) {
+    q.requires_grad_();
+    k.requires_grad_();
+    v.requires_grad_();
+  }
+  auto grad = torch::randn({kB, kH, T, kD});
+  return [=]() mutable {
+    if (backward) {
+      q.mutable_grad() = torch::Tensor();
+      k.mutable_grad() = torch::Tensor();
+      v.mutable_grad() = torch::Tensor();
+      attend(q, k, v).backward(grad);
+    } else {
+      torch::NoGradGuard no_grad;
+      attend(q, k, v);
+    }
+  };
+}
+
+// The method through CausalAttention with `kernel` ("fused" or "reference").
+Maker kernel_step(const attention::MethodOptions& opts, const std::string& kernel, bool backward) {
+  return [=](int64_t T) {
+    auto o = opts;
+    o.kernel = kernel;
+    attention::CausalAttention attn(o);
+    return timed_step(T, backward, [attn](const torch::Tensor& q, const torch::Tensor& k,
+                                          const torch::Tensor& v) mutable { return attn->forward(q, k, v); });
+  };
+}
+
+// Materialised float32: the method's multiplier and bias as (T, T) tables from the policy, then
+// logits, masked softmax and P·V with autograd, as one would write it in LibTorch.
+Maker materialised_fp32_step(const attention::MethodOptions& opts, bool backward) {
+  return [=](int64_t T) {
+    const attention::Method m = attention::resolve_method(opts);
+    const attention::ScoreMod mod = attention::score_mod(m, T);
+    const auto slopes = attention::alibi_slopes(kH);
+    auto mult = torch::zeros({kH, T, T}), bias = torch::full({kH, T, T}, -INFINITY);
+    auto mp = mult.accessor<float, 3>(), bp = bias.accessor<float, 3>();
+    const double hs = attention::initial_head_scale(m);
+    for (int64_t h = 0; h < kH; ++h)
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j <= i; ++j) {
+          const int t = int(i - j);
+          mp[h][i][j] = float(hs * mod.scale * attention::fixed_multiplier<double>(mod, int(i), t));
+          bp[h][i][j] =
+              float(attention::distance_bias<double>(mod, t, int(h)) - (m.alibi() ? slopes[h] * t : 0.0));
+        }
+    const auto rot = attention::rotary_tables(m, T, torch::TensorOptions().dtype(torch::kFloat32));
+    return timed_step(T, backward, [=](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+      const auto qr = attention::apply_rotary(q, rot), kr = attention::apply_rotary(k, rot);
+      const auto logits = torch::matmul(qr, kr.transpose(-2, -1)) * mult + bias;  // (B, H, T, T)
+      return torch::matmul(torch::softmax(logits, -1), v);
+    });
+  };
+}
+
+// The measurements of one case (context, pass) and what it takes to print them as table rows.
+struct Case {
+  int64_t T = 0;
+  bool backward = false;
+  double flops = 0.0, mm_gflops = 0.0, budget_gb = 0.0;
+  Measurement fused, fp32, ref;
+  bool run_fp32 = false, run_ref = false;
+  double fp32_est_gb = 0.0, ref_est_gb = 0.0;  // estimated peaks, which decide whether each runs
+};
+
+// vs columns: the other kernel's time / this one's (the fused row only).
+void print_row(const Case& c, const char* kernel, const Measurement& m, bool compare) {
+  const char* pass = c.backward ? "fwd+bwd" : "fwd";
+  if (!m.ok) {
+    std::printf("| %lld | %s | %s | failed | | | | | | | | |\n", (long long)c.T, pass, kernel);
+    return;
+  }
+  const double gflops = c.flops / (m.ms_min * 1e-3) / 1e9;
+  char vs_ref[32] = "", vs_fp32[32] = "", mem[32] = "";
+  if (compare && c.ref.ok) {
+    std::snprintf(vs_ref, sizeof vs_ref, "%.2fx", c.ref.ms_min / m.ms_min);
+    std::snprintf(mem, sizeof mem, "%.2f%%", 100.0 * m.peak_mb / std::max(c.ref.peak_mb, 1e-9));
+  } else if (compare) {
+    std::snprintf(mem, sizeof mem, "%.3f%%*", 100.0 * m.peak_mb / (c.ref_est_gb * 1e3));
+  }
+  if (compare && c.fp32.ok) std::snprintf(vs_fp32, sizeof vs_fp32, "%.2fx", c.fp32.ms_min / m.ms_min);
+  std::printf("| %lld | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f%% | %s | %s | %s |\n", (long long)c.T,
+              pass, kernel, m.ms_min, m.ms_median, m.cpu_ms, m.peak_mb, gflops,
+              c.mm_gflops > 0 ? 100.0 * gflops / c.mm_gflops : 0.0, vs_ref, vs_fp32, mem);
+}
+
+void print_not_run(const Case& c, const char* kernel, double est_gb, const char* what, double one_gb) {
+  std::printf("| %lld | %s | %s | not run: estimated peak %.1f GB > budget %.1f GB "
+              "(one B·H·T×T %s tensor = %.2f GB) | | | | | | | | |\n",
+              (long long)c.T, c.backward ? "fwd+bwd" : "fwd", kernel, est_gb, c.budget_gb, what, one_gb);
+}
+
+// Times the fused kernel, and the materialised float32 and float64 reference paths where their
+// estimated peak fits the budget, then prints the case's rows.
+void bench_case(const Args& args, const attention::MethodOptions& opts, int64_t T, bool backward, double mm_gflops) {
+  const double min_seconds = args.quick ? 0.5 : 2.0;
+  const int max_reps = args.quick ? 5 : 10;
+  Case c;
+  c.T = T;
+  c.backward = backward;
+  c.mm_gflops = mm_gflops;
+  c.budget_gb = args.budget_gb;
+  const double fwd_flops = 2.0 * double(T) * double(T) * kD * kH;
+  c.flops = backward ? 3.5 * fwd_flops : fwd_flops;
+  c.fused = in_child(kernel_step(opts, "fused", backward), T, args.threads, args.isa, min_seconds, max_reps);
+  // Materialised float32 peak: the two tables and ~3 B·H·T×T float32 tensors (inference), ~7 with
+  // autograd.
+  const double tt32_gb = double(T) * double(T) * 4.0 / 1e9;
+  c.fp32_est_gb = (2.0 + (backward ? 7.0 : 3.0) * kB) * kH * tt32_gb;
+  c.run_fp32 = c.fp32_est_gb <= args.budget_gb;
+  if (c.run_fp32) c.fp32 = in_child(materialised_fp32_step(opts, backward), T, args.threads, args.isa, min_seconds, 3);
+  // Reference peak estimate: inference keeps ~7 T×T float64 matrices (one head at a time); with
+  // autograd ~10 B·H·T×T float64 tensors are alive.
+  const double tt_gb = double(T) * double(T) * 8.0 / 1e9;
+  c.ref_est_gb = backward ? 10.0 * kB * kH * tt_gb : 7.0 * tt_gb;
+  c.run_ref = c.ref_est_gb <= args.budget_gb;
+  if (c.run_ref) c.ref = in_child(kernel_step(opts, "reference", backward), T, args.threads, args.isa, min_seconds, 3);
+
+  print_row(c, "fused", c.fused, true);
+  if (c.run_fp32)
+    print_row(c, "fp32 mat.", c.fp32, false);
+  else
+    print_not_run(c, "fp32 mat.", c.fp32_est_gb, "float32", kB * kH * tt32_gb);
+  if (c.run_ref)
+    print_row(c, "reference", c.ref, false);
+  else
+    print_not_run(c, "reference", c.ref_est_gb, "float64", kB * kH * tt_gb);
+  if (mm_gflops > 0)
+    std::printf("| %lld | %s | %s | %.1f | | | | %.1f | 100%% | | | |\n", (long long)T, backward ? "fwd+bwd" : "fwd",
+                "mm floor", c.flops / (mm_gflops * 1e9) * 1e3, mm_gflops);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Args args = parse(argc, argv);
   torch::set_num_threads(args.threads);  // the parent only forks; children set it again
-  const int64_t B = 1, H = 4, D = 64;
   const std::vector<int64_t> contexts =
       args.quick ? std::vector<int64_t>{256, 1024, 2048} : std::vector<int64_t>{512, 2048, 8192, 16384};
-  const double min_seconds = args.quick ? 0.5 : 2.0;
-  const int max_reps = args.quick ? 5 : 10;
 
   attention::MethodOptions opts;
   opts.method = args.method;
-  opts.heads = H;
-  opts.head_dim = D;
+  opts.heads = kH;
+  opts.head_dim = kD;
   opts.train_context = 1024;
   opts.parameters[attention::Parameter::kTau] = 10.0;
 
@@ -197,19 +339,15 @@ int main(int argc, char** argv) {
         auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
         return std::function<void()>([=]() mutable { torch::mm_out(c, a, b); });
       },
-      N, args.threads, args.isa, min_seconds, 20);
+      N, args.threads, args.isa, args.quick ? 0.5 : 2.0, 20);
   const double mm_gflops = mm.ok ? 2.0 * N * N * N / (mm.ms_min * 1e-3) / 1e9 : 0.0;
 
-  std::string isa_name;
-  {
-    // The ISA name without running a kernel in the parent (no OpenMP pool before fork()).
-    attention::set_fused_cpu_isa(args.isa);
-    isa_name = attention::fused_cpu_isa();
-  }
+  // The ISA name without running a kernel in the parent (no OpenMP pool before fork()).
+  attention::set_fused_cpu_isa(args.isa);
+  const std::string isa_name = attention::fused_cpu_isa();
   std::printf("attention bench: method %s, B=%lld H=%lld d=%lld, float32 inputs, %d threads, "
               "fused ISA %s\n\n",
-              args.method.c_str(), (long long)B, (long long)H, (long long)D, args.threads,
-              isa_name.c_str());
+              args.method.c_str(), (long long)kB, (long long)kH, (long long)kD, args.threads, isa_name.c_str());
   std::printf("matmul (torch::mm %lldx%lld float32): %.1f GFLOP/s (min %.2f ms, CPU %.2f ms)\n\n",
               (long long)N, (long long)N, mm_gflops, mm.ms_min, mm.cpu_ms);
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
@@ -220,126 +358,8 @@ int main(int argc, char** argv) {
   std::printf("| T | pass | kernel | min ms | median ms | CPU ms | peak MB | GFLOP/s | %% of matmul | "
               "vs ref | vs fp32 | mem/ref |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | "
               "--- | --- | --- |\n");
-
-  for (const int64_t T : contexts) {
-    const double fwd_flops = 2.0 * double(T) * double(T) * D * H;
-    for (const bool backward : {false, true}) {
-      const double flops = backward ? 3.5 * fwd_flops : fwd_flops;
-      const char* pass = backward ? "fwd+bwd" : "fwd";
-      // Random q, k, v (B, H, T, D) and the timed step: `attend` forward without autograd, or
-      // forward and backward.
-      using Attend = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>;
-      auto timed_step = [&](int64_t T, Attend attend) {
-        torch::manual_seed(0);
-        auto q = torch::randn({B, H, T, D}), k = torch::randn({B, H, T, D}),
-             v = torch::randn({B, H, T, D});
-        if (backward) {
-          q.requires_grad_();
-          k.requires_grad_();
-          v.requires_grad_();
-        }
-        auto grad = torch::randn({B, H, T, D});
-        return std::function<void()>([=]() mutable {
-          if (backward) {
-            q.mutable_grad() = torch::Tensor();
-            k.mutable_grad() = torch::Tensor();
-            v.mutable_grad() = torch::Tensor();
-            attend(q, k, v).backward(grad);
-          } else {
-            torch::NoGradGuard no_grad;
-            attend(q, k, v);
-          }
-        });
-      };
-      auto setup_for = [&](const std::string& kernel) {
-        return [&, kernel](int64_t T) {
-          auto o = opts;
-          o.kernel = kernel;
-          attention::CausalAttention attn(o);
-          return timed_step(T, [attn](const torch::Tensor& q, const torch::Tensor& k,
-                                      const torch::Tensor& v) mutable { return attn->forward(q, k, v); });
-        };
-      };
-      // Materialised float32: the method's multiplier and bias as (T, T) tables from the policy,
-      // then logits, masked softmax and P·V with autograd, as one would write it in LibTorch.
-      auto materialised_fp32 = [&](int64_t T) {
-        const attention::Method m = attention::resolve_method(opts);
-        const attention::ScoreMod mod = attention::score_mod(m, T);
-        const auto slopes = attention::alibi_slopes(H);
-        auto mult = torch::zeros({H, T, T}), bias = torch::full({H, T, T}, -INFINITY);
-        auto mp = mult.accessor<float, 3>(), bp = bias.accessor<float, 3>();
-        const double hs = attention::initial_head_scale(m);
-        for (int64_t h = 0; h < H; ++h)
-          for (int64_t i = 0; i < T; ++i)
-            for (int64_t j = 0; j <= i; ++j) {
-              const int t = int(i - j);
-              mp[h][i][j] = float(hs * mod.scale * attention::fixed_multiplier<double>(mod, int(i), t));
-              bp[h][i][j] = float(attention::distance_bias<double>(mod, t, int(h)) -
-                                  (m.alibi() ? slopes[h] * t : 0.0));
-            }
-        const auto rot = attention::rotary_tables(m, T, torch::TensorOptions().dtype(torch::kFloat32));
-        return timed_step(T, [=](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-          const auto qr = attention::apply_rotary(q, rot), kr = attention::apply_rotary(k, rot);
-          const auto logits = torch::matmul(qr, kr.transpose(-2, -1)) * mult + bias;  // (B, H, T, T)
-          return torch::matmul(torch::softmax(logits, -1), v);
-        });
-      };
-      const Measurement fused =
-          in_child(setup_for("fused"), T, args.threads, args.isa, min_seconds, max_reps);
-      // Materialised float32 peak: the two tables and ~3 B·H·T×T float32 tensors (inference),
-      // ~7 with autograd.
-      const double tt32_gb = double(T) * double(T) * 4.0 / 1e9;
-      const double fp32_est_gb = (2.0 + (backward ? 7.0 : 3.0) * B) * H * tt32_gb;
-      Measurement fp32;
-      const bool run_fp32 = fp32_est_gb <= args.budget_gb;
-      if (run_fp32) fp32 = in_child(materialised_fp32, T, args.threads, args.isa, min_seconds, 3);
-      // Reference peak estimate: inference keeps ~7 T×T float64 matrices (one head at a time);
-      // with autograd ~10 B·H·T×T float64 tensors are alive.
-      const double tt_gb = double(T) * double(T) * 8.0 / 1e9;
-      const double ref_est_gb = backward ? 10.0 * B * H * tt_gb : 7.0 * tt_gb;
-      Measurement ref;
-      const bool run_ref = ref_est_gb <= args.budget_gb;
-      if (run_ref) ref = in_child(setup_for("reference"), T, args.threads, args.isa, min_seconds, 3);
-
-      // vs columns: the other kernel's time / this one's (fused rows only).
-      auto row = [&](const char* kernel, const Measurement& m, bool compare) {
-        if (!m.ok) {
-          std::printf("| %lld | %s | %s | failed | | | | | | | | |\n", (long long)T, pass, kernel);
-          return;
-        }
-        const double gflops = flops / (m.ms_min * 1e-3) / 1e9;
-        char vs_ref[32] = "", vs_fp32[32] = "", mem[32] = "";
-        if (compare && ref.ok) {
-          std::snprintf(vs_ref, sizeof vs_ref, "%.2fx", ref.ms_min / m.ms_min);
-          std::snprintf(mem, sizeof mem, "%.2f%%", 100.0 * m.peak_mb / std::max(ref.peak_mb, 1e-9));
-        } else if (compare) {
-          std::snprintf(mem, sizeof mem, "%.3f%%*", 100.0 * m.peak_mb / (ref_est_gb * 1e3));
-        }
-        if (compare && fp32.ok) std::snprintf(vs_fp32, sizeof vs_fp32, "%.2fx", fp32.ms_min / m.ms_min);
-        std::printf("| %lld | %s | %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f%% | %s | %s | %s |\n",
-                    (long long)T, pass, kernel, m.ms_min, m.ms_median, m.cpu_ms, m.peak_mb, gflops,
-                    mm_gflops > 0 ? 100.0 * gflops / mm_gflops : 0.0, vs_ref, vs_fp32, mem);
-      };
-      auto not_run = [&](const char* kernel, double est_gb, const char* what, double one_gb) {
-        std::printf("| %lld | %s | %s | not run: estimated peak %.1f GB > budget %.1f GB "
-                    "(one B·H·T×T %s tensor = %.2f GB) | | | | | | | | |\n",
-                    (long long)T, pass, kernel, est_gb, args.budget_gb, what, one_gb);
-      };
-      row("fused", fused, true);
-      if (run_fp32)
-        row("fp32 mat.", fp32, false);
-      else
-        not_run("fp32 mat.", fp32_est_gb, "float32", B * H * tt32_gb);
-      if (run_ref)
-        row("reference", ref, false);
-      else
-        not_run("reference", ref_est_gb, "float64", B * H * tt_gb);
-      if (mm_gflops > 0)
-        std::printf("| %lld | %s | %s | %.1f | | | | %.1f | 100%% | | | |\n", (long long)T, pass,
-                    "mm floor", flops / (mm_gflops * 1e9) * 1e3, mm_gflops);
-      std::fflush(stdout);
-    }
-  }
+  for (const int64_t T : contexts)
+    for (const bool backward : {false, true}) bench_case(args, opts, T, backward, mm_gflops);
   std::printf("\nvs ref, vs fp32: float64 reference (the oracle) or materialised float32 time / fused "
               "time. mm floor: the case's FLOPs at the matmul rate. mem/ref: fused peak / reference "
               "peak (* = against the reference's estimated peak, not run).\n");

@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -164,6 +165,31 @@ void print_device_figures(models::GPT& model, const harness::config::RunConfig& 
              "attention share of a step", 100.0 * share, attention_s * 1e3, micro, c.attention.kernel);
 }
 
+// The median of each phase of the timed steps, its share of the step's, and the step's tokens/s.
+// Returns the median step in ms.
+double print_phases(const std::vector<double>& fwd_bwd, const std::vector<double>& norm,
+                    const std::vector<double>& opt, const std::vector<double>& total, int64_t tokens_per_step) {
+  const double t = median(total);
+  fmt::print("{:<28} {:>10} {:>7}\n", "phase (median)", "ms", "share");
+  for (const auto& [name, v] : {std::pair{"forward + backward", &fwd_bwd},
+                                std::pair{"gradient norm", &norm}, std::pair{"optimiser step", &opt}})
+    fmt::print("{:<28} {:>10.2f} {:>6.1f}%\n", name, median(*v), 100.0 * median(*v) / t);
+  fmt::print("{:<28} {:>10.2f}   ({:.0f} tokens/s)\n", "step", t, double(tokens_per_step) / t * 1e3);
+  return t;
+}
+
+// Runs `steps` more untimed steps under the Kineto profiler (CPU activities) and ranks the
+// operators by self time.
+void profile_steps(const std::function<void(int)>& untimed_step, int steps, int top) {
+  namespace prof = torch::autograd::profiler;
+  const std::set<torch::profiler::impl::ActivityType> cpu{torch::profiler::impl::ActivityType::CPU};
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  prof::prepareProfiler(config, cpu);
+  prof::enableProfiler(config, cpu);
+  for (int i = 0; i < steps; ++i) untimed_step(i);
+  print_operator_table(*prof::disableProfiler(), steps, top);
+}
+
 int run(int argc, char** argv) {
   namespace po = boost::program_options;
   std::string config_path = "bench/peer/bench.yaml";
@@ -234,23 +260,10 @@ int run(int argc, char** argv) {
              "optimiser {}, {} on {}, {} thread(s), {} timed steps\n",
              config_path, c.model.layers, c.model.d_model, c.model.heads, c.attention.method, B, micro, L,
              c.optim.name, c.train.precision, device.str(), threads, steps);
-  const double t = median(total);
-  fmt::print("{:<28} {:>10} {:>7}\n", "phase (median)", "ms", "share");
-  for (const auto& [name, v] : {std::pair{"forward + backward", &fwd_bwd},
-                                std::pair{"gradient norm", &norm}, std::pair{"optimiser step", &opt}})
-    fmt::print("{:<28} {:>10.2f} {:>6.1f}%\n", name, median(*v), 100.0 * median(*v) / t);
-  fmt::print("{:<28} {:>10.2f}   ({:.0f} tokens/s)\n", "step", t, double(B * L) / t * 1e3);
+  const double t = print_phases(fwd_bwd, norm, opt, total, B * L);
   if (device.is_cuda()) print_device_figures(model, c, device, t, micro);
 
-  if (vm.count("profile")) {
-    namespace prof = torch::autograd::profiler;
-    const std::set<torch::profiler::impl::ActivityType> cpu{torch::profiler::impl::ActivityType::CPU};
-    const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
-    prof::prepareProfiler(config, cpu);
-    prof::enableProfiler(config, cpu);
-    for (int i = 0; i < steps; ++i) step(warmup + i, false);
-    print_operator_table(*prof::disableProfiler(), steps, top);
-  }
+  if (vm.count("profile")) profile_steps([&](int i) { step(warmup + i, false); }, steps, top);
   return 0;
 }
 

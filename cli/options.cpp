@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "harness/distributed/launcher.h"
+#include "harness/train/batch_shares.h"
 #include "harness/train/trainer.h"
 #include "harness/common/errors.h"
 

@@ -29,6 +29,7 @@
 #include "harness/tasks/task.h"
 #include "harness/common/errors.h"
 #include "harness/common/interrupt.h"
+#include "harness/train/batch_shares.h"
 #include "harness/train/checkpoint_list.h"
 #include "sweeps/plan.h"
 #include "sweeps/run_lock.h"

@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "harness/config/schema.h"
+#include "harness/train/run_directory.h"
 #include "harness/train/trainer.h"
 #include "harness/common/errors.h"
 #include "harness/train/checkpoint.h"

@@ -39,6 +39,20 @@ torch::Device pick_device(const config::LoadedConfig& loaded) {
   return torch::kCUDA;
 }
 
+bool is_same_run(const results::RunRecord& record, const config::RunConfig& config) {
+  const std::string id = config::config_hash(config);
+  const auto stored = record.config.find("hash");
+  if (stored != record.config.end() && stored->second == id) return true;
+  // Written under the first id scheme: its stored config decides, by today's id.
+  const auto canonical = record.config.find("canonical");
+  if (canonical == record.config.end()) return false;
+  try {
+    return config::config_hash(config::load_run_config_text(canonical->second, "run.h5").config) == id;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
 void require_same_run(const results::RunRecord& record, const config::RunConfig& config,
                       const std::string& dir) {
   if (is_same_run(record, config)) return;

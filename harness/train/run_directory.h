@@ -22,6 +22,10 @@ void refuse_existing_run(const results::RunPaths& paths, const TrainOptions& opt
 // run.device as a torch device; an InputError located at run.device when CUDA is not available.
 torch::Device pick_device(const config::LoadedConfig& loaded);
 
+// Whether `record` (a run.h5) holds a run of `config`: the same run id, or, for a run written under
+// the first id scheme, a stored config with today's same id.
+bool is_same_run(const results::RunRecord& record, const config::RunConfig& config);
+
 // An InputError when the run recorded in `record` (at `dir`) has another run id than `config`:
 // resuming it would mix two configs in one run.h5.
 void require_same_run(const results::RunRecord& record, const config::RunConfig& config,

@@ -7,8 +7,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/torch.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <exception>
@@ -23,7 +23,9 @@
 #include "harness/train/cuda_sync_check.h"
 #include "harness/train/device_memory.h"
 #include "harness/train/evaluate.h"
+#include "harness/train/batch_shares.h"
 #include "harness/train/run_directory.h"
+#include "harness/train/run_setup.h"
 #include "harness/common/errors.h"
 #include "harness/common/interrupt.h"
 #include "harness/common/progress.h"
@@ -38,78 +40,6 @@ namespace harness::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Everything a run needs, built (and so validated) before anything is written.
-struct Setup {
-  data::Dataset dataset;
-  std::map<int64_t, data::EvalWindows> eval_windows;
-  models::GPT model{nullptr};
-  std::unique_ptr<models::Optimizers> optim;
-  torch::Device device = torch::kCPU;
-};
-
-std::unique_ptr<Setup> build(const config::LoadedConfig& loaded, const distributed::World& world) {
-  const auto& c = loaded.config;
-  torch::Device device = pick_device(loaded);
-  if (device.is_cuda() && world.distributed()) device = torch::Device(torch::kCUDA, world.local_rank);
-  auto s = std::unique_ptr<Setup>(new Setup{data::Dataset(c.data), {}, nullptr, nullptr, device});
-  try {
-    s->eval_windows = data::make_validation_windows(
-        s->dataset.validation_documents(), c.eval_contexts(), [&](int64_t T) { return c.eval_windows_at(T); },
-        c.eval.seed, c.eval.same_text);
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: eval.contexts: {}", loaded.location_of("eval.contexts").str(), e.what()));
-  }
-  torch::manual_seed(c.train.seed);
-  try {
-    s->model = models::GPT(config::gpt_options(c, s->dataset.vocab_size()));
-    s->model->to(s->device);
-    s->optim = std::make_unique<models::Optimizers>(s->model, c.optim);
-  } catch (const std::invalid_argument& e) {
-    throw InputError(fmt::format("{}: {}", loaded.source, e.what()));
-  }
-  return s;
-}
-
-}  // namespace
-
-BatchShares batch_shares(const config::LoadedConfig& loaded, int world_size, const std::string& source) {
-  const auto& c = loaded.config;
-  const int64_t B = c.train.batch_size, W = world_size;
-  if (B % W != 0)
-    throw InputError(fmt::format(
-        "{}: train.batch_size ({}) is not divisible by the world size ({} ranks, from {}): every "
-        "rank takes an equal share of each step's windows; use a multiple of {}",
-        loaded.location_of("train.batch_size").str(), B, W, source, W));
-  BatchShares out;
-  out.per_rank = B / W;
-  const bool explicit_micro = c.train.micro_batch_size > 0;
-  out.micro_batch = std::min(out.per_rank, explicit_micro ? c.train.micro_batch_size : B / c.train.grad_accum);
-  if (out.per_rank % out.micro_batch != 0) {
-    const std::string key = explicit_micro ? "train.micro_batch_size" : "train.grad_accum";
-    throw InputError(fmt::format(
-        "{}: {} gives micro-batches of {} sequences, which do not divide a rank's share of "
-        "train.batch_size ({} / {} ranks = {})",
-        loaded.location_of(key).str(), key, out.micro_batch, B, W, out.per_rank));
-  }
-  return out;
-}
-
-bool is_same_run(const results::RunRecord& record, const config::RunConfig& config) {
-  const std::string id = config::config_hash(config);
-  const auto stored = record.config.find("hash");
-  if (stored != record.config.end() && stored->second == id) return true;
-  // Written under the first id scheme: its stored config decides, by today's id.
-  const auto canonical = record.config.find("canonical");
-  if (canonical == record.config.end()) return false;
-  try {
-    return config::config_hash(config::load_run_config_text(canonical->second, "run.h5").config) == id;
-  } catch (const InputError&) {
-    return false;
-  }
-}
-
-namespace {
 
 // One run in three stages: prepare (decide what to do with an existing run directory, build and
 // so validate everything, before anything is written), start or resume (take the directory,
@@ -452,7 +382,7 @@ class TrainingSession {
 
   void build_setup() {
     threads_ = use_run_threads(c_, world_.local_size);
-    setup_ = build(loaded_, world_);  // validates data, contexts, model and optimiser
+    setup_ = build_run_setup(loaded_, world_);  // validates data, contexts, model and optimiser
     if (setup_->device.is_cuda()) {
       device_guard_.emplace(setup_->device);  // this rank's GPU is the current one from here on
       set_tf32(c_.run.tf32);
@@ -610,7 +540,7 @@ class TrainingSession {
   std::optional<RunCheckpoints::Read> resume_from_;  // rank 0, resuming: the newest good checkpoint
   std::vector<std::string> resume_warnings_;          // the damaged ones skipped to find it
   int64_t threads_ = 1;
-  std::unique_ptr<Setup> setup_;
+  std::unique_ptr<RunSetup> setup_;
   std::optional<c10::DeviceGuard> device_guard_;  // CUDA: the run's device is the current one
   std::optional<data::TrainStream> stream_;
   RunLog run_log_;

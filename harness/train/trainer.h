@@ -32,18 +32,6 @@ struct TrainOutcome {
   bool stopped_as_asked = false;        // interrupted by --stop-after-steps, not a signal: exit 0
 };
 
-// Whether `record` (a run.h5) holds a run of `config`: the same run id, or, for a run written under
-// the first id scheme, a stored config with today's same id.
-bool is_same_run(const results::RunRecord& record, const config::RunConfig& config);
-
-// Data parallel: each rank's share of a step's train.batch_size windows and the micro-batch it
-// feeds them in (train.micro_batch_size, else batch_size / grad_accum, at most the share). An
-// InputError located at the key when world_size (from `source`) does not divide them.
-struct BatchShares {
-  int64_t per_rank = 0, micro_batch = 0;
-};
-BatchShares batch_shares(const config::LoadedConfig& loaded, int world_size, const std::string& source);
-
 // Trains (or resumes) a language-model run: harness::run_task (harness/tasks/task.h) picks this or the
 // needle fine-tune by the config's task. Throws harness::InputError on bad input, before anything
 // is written.
