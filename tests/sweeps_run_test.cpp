@@ -111,16 +111,13 @@ TEST(SweepCommand, MissingCorpusIsReportedOnceBeforeAnyWorkerStarts) {
   fs::remove_all(dir);
 }
 
-TEST(SweepCommand, KilledWorkerAndStoppedRunnerResumeWithoutDuplicatedSteps) {
-  const fs::path dir = fresh_dir("resume");
-  const int steps = 120;
-  const fs::path file = write_sweep(dir, "resume", steps, "[0, 1]");
+// The Slurm script of a sweep whose runs are all pending (--dry-run: nothing is submitted): an
+// array of the pending runs, requeued on the time limit's signal, each task checking its run id.
+TEST(SweepCommand, TheSlurmScriptOfAPendingSweep) {
+  const fs::path dir = fresh_dir("slurm-script");
+  const fs::path file = write_sweep(dir, "resume", 120, "[0, 1]");
   const auto sweep = harness::sweeps::load_sweep(file.string());
   ASSERT_EQ(sweep.runs.size(), 2u);
-  // run_dir is relative to the working directory the commands run in.
-  const std::string run0 = (dir / sweep.runs[0].run_dir).string(), run1 = (dir / sweep.runs[1].run_dir).string();
-
-  // The Slurm script first, while both runs are pending (--dry-run: nothing is submitted).
   ASSERT_EQ(run(dir, {"sweep", "submit", file.string(), "--slurm", "--dry-run", "--max-parallel", "1",
                       "--time", "00:10:00", "--partition", "debug"},
                 dir / "submit.log"), 0) << test_support::read_text(dir / "submit.log");
@@ -138,6 +135,17 @@ TEST(SweepCommand, KilledWorkerAndStoppedRunnerResumeWithoutDuplicatedSteps) {
   EXPECT_EQ(std::system(("bash -n " + scripts[0].string()).c_str()), 0);
   EXPECT_TRUE(fs::exists(dir / "results/resume/runs.tsv"));
   EXPECT_TRUE(fs::exists(dir / "results/resume/sweep.yaml"));
+  fs::remove_all(dir);
+}
+
+TEST(SweepCommand, KilledWorkerAndStoppedRunnerResumeWithoutDuplicatedSteps) {
+  const fs::path dir = fresh_dir("resume");
+  const int steps = 120;
+  const fs::path file = write_sweep(dir, "resume", steps, "[0, 1]");
+  const auto sweep = harness::sweeps::load_sweep(file.string());
+  ASSERT_EQ(sweep.runs.size(), 2u);
+  // run_dir is relative to the working directory the commands run in.
+  const std::string run0 = (dir / sweep.runs[0].run_dir).string(), run1 = (dir / sweep.runs[1].run_dir).string();
 
   // 1. SIGKILL run 0's worker after its first checkpoint; SIGTERM the runner during run 1.
   const pid_t runner = test_support::spawn_harness(dir, {"sweep", "run", file.string(), "--jobs", "1", "--threads-per-job", "1"},

@@ -52,6 +52,39 @@ TEST(TauCheckSweep, GridAroundTheConfigsTauWithItsOverridesAndSeeds) {
   }
 }
 
+namespace {
+
+using Records = std::map<std::pair<std::string, std::string>, results::RunRecord>;  // by (τ, seed)
+
+// Seed `seed`'s gap at context T between τ = 0.04 and 0.12: the mean over windows of the
+// window-loss differences (the fixture's 256 tokens in windows of T).
+double seed_gap(const Records& records, const std::string& seed, int64_t T) {
+  const auto& own = records.at({"0.04", seed}).eval.at(T);
+  const auto& other = records.at({"0.12", seed}).eval.at(T);
+  EXPECT_EQ(own.windows.back(), (256 + T - 1) / T);
+  EXPECT_EQ(own.window_document.size(), own.window_loss.size());
+  double gap = 0;
+  for (size_t w = 0; w < own.window_loss.size(); ++w)
+    gap += (own.window_loss[w] - other.window_loss[w]) / double(own.window_loss.size());
+  return gap;
+}
+
+// `export pairs --format csv`'s row at context T: context, a, b (a the lower mean: the sign of the
+// gap is a − b), gap, se, df, lo, hi, p, resolved; the gap and interval of τ 0.04 − τ 0.12 given.
+void expect_pairs_row(const std::string& pairs_csv, int64_t T, double mean, double half) {
+  const auto at = pairs_csv.find(fmt::format("\n{},", T));
+  ASSERT_NE(at, std::string::npos) << pairs_csv;
+  std::istringstream row(pairs_csv.substr(at + 1, pairs_csv.find('\n', at + 1) - at - 1));
+  std::vector<std::string> f;
+  for (std::string x; std::getline(row, x, ',');) f.push_back(x);
+  ASSERT_EQ(f.size(), 11u) << pairs_csv;
+  const double sign = f[1] == "0.04" ? 1.0 : -1.0;
+  EXPECT_NEAR(std::stod(f[3]), sign * mean, 1e-5) << pairs_csv;
+  EXPECT_NEAR(std::stod(f[7]) - std::stod(f[6]), 2 * half, 1e-4) << pairs_csv;
+  EXPECT_EQ(f[9], (std::abs(mean) > half) ? "1" : "0") << pairs_csv;
+}
+
+}  // namespace
 
 TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
   test_support::TempDir tmp;
@@ -101,7 +134,7 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
   // 3. The verdict from the run files by hand: per seed, the gap of the mean window losses; their
   //    mean ± t(0.975, 1 degree of freedom) · sd / √2 (the fixture has one validation document, so
   //    no window part; one comparison, so no Bonferroni).
-  std::map<std::pair<std::string, std::string>, results::RunRecord> records;  // (τ, seed)
+  Records records;
   for (const auto& r : sweep.runs)
     records[{r.setting_text("attention.tau"), r.setting_text("train.seed")}] =
         results::read_run_file((tmp.path / r.run_dir / "run.h5").string());
@@ -112,34 +145,14 @@ TEST(TauCheckCommand, ResumesAfterAStopAndItsVerdictFollowsFromTheRunFiles) {
       << test_support::read_text(tmp.path / "pairs.csv");
   const std::string pairs_csv = test_support::read_text(tmp.path / "pairs.csv");
   for (const int64_t T : {16, 64}) {
-    std::vector<double> d;
-    for (const std::string seed : {"0", "1"}) {
-      const auto& own = records.at({"0.04", seed}).eval.at(T);
-      const auto& other = records.at({"0.12", seed}).eval.at(T);
-      EXPECT_EQ(own.windows.back(), (256 + T - 1) / T);
-      ASSERT_EQ(own.window_document.size(), own.window_loss.size());
-      double gap = 0;
-      for (size_t w = 0; w < own.window_loss.size(); ++w)
-        gap += (own.window_loss[w] - other.window_loss[w]) / double(own.window_loss.size());
-      d.push_back(gap);
-    }
+    const std::vector<double> d = {seed_gap(records, "0", T), seed_gap(records, "1", T)};
     const double mean = (d[0] + d[1]) / 2, half = 12.7062047 * std::abs(d[0] - d[1]) / 2;
     const std::string interval = fmt::format("{:+.4f} [{:+.4f}, {:+.4f}]", mean, mean - half, mean + half);
     const std::string where = fmt::format("T = {} ({}L): ", T, T / 16);
     EXPECT_NE(out.find(where), std::string::npos) << out;
     EXPECT_NE(out.find(interval), std::string::npos) << interval << "\n" << out;
     EXPECT_NE(out.find("2 seeds paired, windows clustered by 1 document\n"), std::string::npos) << out;
-    // Its row: context, a, b (a the lower mean: the sign of the gap is a − b), gap, se, df, lo, hi, p, resolved.
-    const auto at = pairs_csv.find(fmt::format("\n{},", T));
-    ASSERT_NE(at, std::string::npos) << pairs_csv;
-    std::istringstream row(pairs_csv.substr(at + 1, pairs_csv.find('\n', at + 1) - at - 1));
-    std::vector<std::string> f;
-    for (std::string x; std::getline(row, x, ',');) f.push_back(x);
-    ASSERT_EQ(f.size(), 11u) << pairs_csv;
-    const double sign = f[1] == "0.04" ? 1.0 : -1.0;  // own − other above
-    EXPECT_NEAR(std::stod(f[3]), sign * mean, 1e-5) << pairs_csv;
-    EXPECT_NEAR(std::stod(f[7]) - std::stod(f[6]), 2 * half, 1e-4) << pairs_csv;
-    EXPECT_EQ(f[9], (std::abs(mean) > half) ? "1" : "0") << pairs_csv;
+    expect_pairs_row(pairs_csv, T, mean, half);
   }
   // 4. Everything done: a third call trains nothing and says the same.
   ASSERT_EQ(test_support::wait_exit(test_support::spawn_harness(tmp.path, args, tmp.path / "third.log")), 0);
