@@ -38,7 +38,7 @@ for path in glob.glob(f"{sys.argv[1]}/*/run.h5"):
 print(", ".join(f"{rev} ({n} runs)" for rev, n in sorted(count.items())) or "none")
 PY
 }
-plateau() {  # per passkey run: the step its key loss left the plateau of a uniform guess (ln 10 per digit)
+plateau() {  # per passkey run: the step its key loss fell below 1 nat per digit (off the plateau near ln 10)
   "${PYTHON:-.venv/bin/python}" - "runs/$1" "$("$HARNESS" sweep plan "sweeps/$1.yaml")" <<'PY'
 import re, sys
 import h5py, numpy as np
@@ -103,7 +103,7 @@ provenance() {
   echo "[needle.md](../needle.md)). Exact match: every digit of the key is the argmax, i.e. greedy"
   echo "decoding writes the key. Mean ± standard error over seeds; columns are the distance d."
   echo
-  echo "Exact match, by seed: a fine-tune either learns to copy the key or stays on the plateau of a"
+  echo "Exact match, by seed: a fine-tune either learns to copy the key or stays on a plateau near a"
   echo "uniform guess, so a mean over 4 seeds would mix the two (the figures show the means)."
   echo
   "$HARNESS" export table sweeps/passkey.yaml --metric needle/accuracy --rows attention.method,train.seed \
