@@ -7,9 +7,9 @@
 #     scripts/gpu-check.sh
 #
 #  1. builds the kernels (fused_attention.cu, and fused_attention_tc.cu: bf16 on tensor cores, sm_80+)
-#     and the torch-free test (attention/cuda/fused_attention_test.cu) with nvcc and runs the test
+#     and the torch-free test (tests/cuda/fused_attention_test.cu) with nvcc and runs the test
 #     (float64 CPU reference, fp32 + bf16, D 64/128, T 1/37/200, and 4096 for bf16);
-#  2. builds the LibTorch binding and attention/cuda/gpu_check.cpp against that torch's LibTorch
+#  2. builds the LibTorch binding and tests/cuda/gpu_check.cpp against that torch's LibTorch
 #     (directly with nvcc + g++) and checks forward and backward of every registry transform
 #     against attention/reference.cpp; meanwhile the whole harness builds with CMake against the
 #     same LibTorch (scripts/gpu-build.sh, into build-gpu/);
@@ -20,14 +20,23 @@
 #     the bf16 matmul rate measured in the same run, peak memory, attention's share of a step),
 #     then `harness train` on synthetic GPT-2 token shards: stop after some steps, resume, finish,
 #     validate at 4096, 16384 and 65536 tokens;
-#  5. if time is left, FlexAttention (attention/cuda/flex_bench.py, torch.compile'd) against our
+#  5. if time is left, FlexAttention (bench/flex_bench.py, torch.compile'd) against our
 #     kernel at T ∈ {1024, 4096, 16384}, B=1, H=6, D=128, scale-invariant logits.
+#
+#     scripts/gpu-check.sh --build-only
+#
+# builds steps 1 and 2 (the kernels, attention_cuda_test and gpu_check, for sm_90 or the GPU seen)
+# and runs nothing: what `make test` checks on a machine without a GPU (ctest gpu_check_build),
+# so that the device's one prepared run does not fail at a compile or a link.
 #
 # Build products go to build-gpu-check/ (GPU_CHECK_BUILD) and build-gpu/ (GPU_BUILD).
 # Environment overrides: NVCC, PYTHON, CXX, GPU_CHECK_BUILD, GPU_BUILD, GPU_CHECK_DEADLINE_S
 # (default 570), GPU_CHECK_TRAIN_STEPS (default 20).
-# Exit code: 0 when the checks pass, 1 when a check fails, 2 when something needed is missing.
+# Exit code: 0 when the checks pass, 1 when a check fails, 2 when something needed is missing
+# (77 with --build-only, which CTest reads as skipped).
 set -uo pipefail
+BUILD_ONLY=0
+[[ ${1:-} == --build-only ]] && BUILD_ONLY=1
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 ROOT=$(pwd)
@@ -37,7 +46,7 @@ DEADLINE_S=${GPU_CHECK_DEADLINE_S:-570}  # stay inside 10 minutes (override: GPU
 status=0
 
 say() { printf '\n== %s\n' "$*"; }
-missing() { printf 'gpu-check: MISSING: %s\n' "$*" >&2; exit 2; }
+missing() { printf 'gpu-check: MISSING: %s\n' "$*" >&2; exit $((BUILD_ONLY ? 77 : 2)); }
 remaining() { echo $((DEADLINE_S - SECONDS)); }
 # A step's time limit: its own, cut to what the deadline leaves (20 s kept for the summary).
 limit() { local left=$(( $(remaining) - 20 )); echo $(( left < $1 ? left : $1 )); }
@@ -76,7 +85,10 @@ PYTHON=$PYTHON_FOUND
 eval "$("$PYTHON" "$ROOT/scripts/torch_env.py")" || missing "could not query torch with $PYTHON"
 echo "python: $PYTHON, torch $TORCH_VERSION (CUDA ${TORCH_CUDA_VERSION:-none}, C++11 ABI $TORCH_ABI) at $TORCH_DIR"
 [[ -n $TORCH_CUDA_VERSION ]] || missing "a CUDA build of torch (this one is CPU-only)"
-[[ $TORCH_SEES_GPU == 1 ]] || missing "a visible NVIDIA GPU (torch.cuda.is_available() is False; nvidia-smi: $(nvidia-smi -L 2>&1 | head -1))"
+if [[ $TORCH_SEES_GPU != 1 && $BUILD_ONLY == 1 ]]; then GPU_ARCH=90 GPU_NAME="none (--build-only)"
+else
+  [[ $TORCH_SEES_GPU == 1 ]] || missing "a visible NVIDIA GPU (torch.cuda.is_available() is False; nvidia-smi: $(nvidia-smi -L 2>&1 | head -1))"
+fi
 echo "GPU: $GPU_NAME (sm_$GPU_ARCH)"
 GENCODE=(-gencode "arch=compute_${GPU_ARCH},code=sm_${GPU_ARCH}")
 
@@ -88,7 +100,7 @@ CXX_FLAGS=(-std=c++17 -O2 -fPIC -D_GLIBCXX_USE_CXX11_ABI="$TORCH_ABI" -I"$ROOT"
            -isystem "$CUDA_HOME/include")
 # binding + gpu_check, and the float64 reference gpu_check compares against with the method
 # layer it reads.
-torch_sources=(attention/cuda/binding.cpp attention/cuda/gpu_check.cpp attention/method_tensors.cpp
+torch_sources=(attention/cuda/binding.cpp tests/cuda/gpu_check.cpp attention/method_tensors.cpp
                attention/method.cpp attention/transforms.cpp attention/parameters.cpp attention/reference.cpp
                attention/learned_bias.cpp)
 torch_pids=()
@@ -97,12 +109,15 @@ for src in "${torch_sources[@]}"; do
   torch_pids+=($!)
 done
 
-# The whole harness (CMake + ninja against the same LibTorch), in the background too.
+# The whole harness (CMake + ninja against the same LibTorch), in the background too (not with
+# --build-only: the CMake build is what builds the harness there).
 GPU_BUILD=${GPU_BUILD:-build-gpu}
-say "2/5 (background) whole harness: scripts/gpu-build.sh --no-tests → $GPU_BUILD/ (log: $BUILD/harness-build.log)"
-GPU_BUILD_DIR="$GPU_BUILD" timeout "$(limit 330)" scripts/gpu-build.sh --no-tests --build-dir "$GPU_BUILD" \
-  >"$BUILD/harness-build.log" 2>&1 &
-harness_build_pid=$!
+if [[ $BUILD_ONLY == 0 ]]; then
+  say "2/5 (background) whole harness: scripts/gpu-build.sh --no-tests → $GPU_BUILD/ (log: $BUILD/harness-build.log)"
+  GPU_BUILD_DIR="$GPU_BUILD" timeout "$(limit 330)" scripts/gpu-build.sh --no-tests --build-dir "$GPU_BUILD" \
+    >"$BUILD/harness-build.log" 2>&1 &
+  harness_build_pid=$!
+fi
 
 say "1/5 build kernels + torch-free test (nvcc)"
 NVCC_FLAGS=(-std=c++17 -O3 -lineinfo "${GENCODE[@]}" -I"$ROOT")
@@ -111,26 +126,29 @@ for kernel in fused_attention fused_attention_tc; do
     || { echo "gpu-check: FAILED to compile attention/cuda/$kernel.cu"; exit 1; }
 done
 # The test resolves its cases from the method registry (plain C++: method, transforms, parameters).
-"$NVCC" "${NVCC_FLAGS[@]}" attention/cuda/fused_attention_test.cu attention/method.cpp attention/transforms.cpp \
+"$NVCC" "${NVCC_FLAGS[@]}" tests/cuda/fused_attention_test.cu attention/method.cpp attention/transforms.cpp \
   attention/parameters.cpp "$BUILD/fused_attention.o" "$BUILD/fused_attention_tc.o" -o "$BUILD/attention_cuda_test" \
   || { echo "gpu-check: FAILED to build attention_cuda_test"; exit 1; }
 
-say "1/5 run attention_cuda_test"
-bounded 240 "$BUILD/attention_cuda_test"
-test_status=$?
-case $test_status in
-  0) echo "attention_cuda_test: PASSED" ;;
-  77) echo "attention_cuda_test: SKIPPED (it sees no CUDA device)"; status=1 ;;
-  124) echo "attention_cuda_test: TIMED OUT"; status=1 ;;
-  *) echo "attention_cuda_test: FAILED (exit $test_status)"; status=1 ;;
-esac
+if [[ $BUILD_ONLY == 0 ]]; then
+  say "1/5 run attention_cuda_test"
+  bounded 240 "$BUILD/attention_cuda_test"
+  test_status=$?
+  case $test_status in
+    0) echo "attention_cuda_test: PASSED" ;;
+    77) echo "attention_cuda_test: SKIPPED (it sees no CUDA device)"; status=1 ;;
+    124) echo "attention_cuda_test: TIMED OUT"; status=1 ;;
+    *) echo "attention_cuda_test: FAILED (exit $test_status)"; status=1 ;;
+  esac
+fi
 
 # ---------------------------------------------------------------------------------------------
 say "2/5 build binding + gpu_check against torch's LibTorch"
 for n in "${!torch_sources[@]}"; do
   wait "${torch_pids[$n]}" || { echo "gpu-check: FAILED to compile ${torch_sources[$n]}"; exit 1; }
 done
-reference_objects=("$BUILD/method.o" "$BUILD/method_tensors.o" "$BUILD/transforms.o" "$BUILD/parameters.o" "$BUILD/reference.o")
+reference_objects=("$BUILD/method.o" "$BUILD/method_tensors.o" "$BUILD/transforms.o" "$BUILD/parameters.o" "$BUILD/reference.o"
+                   "$BUILD/learned_bias.o")
 # Our kernels carry their own (static) CUDA runtime of the local toolkit; torch keeps its own.
 "$CXX" "$BUILD/gpu_check.o" "${reference_objects[@]}" "$BUILD/binding.o" "$BUILD/fused_attention.o" \
   "$BUILD/fused_attention_tc.o" -o "$BUILD/gpu_check" \
@@ -138,6 +156,10 @@ reference_objects=("$BUILD/method.o" "$BUILD/method_tensors.o" "$BUILD/transform
   -Wl,--no-as-needed -ltorch -ltorch_cuda -ltorch_cpu -lc10_cuda -lc10 -Wl,--as-needed \
   -L"$CUDA_HOME/lib64" -L"$CUDA_HOME/lib" -lcudart_static -ldl -lrt -lpthread \
   || { echo "gpu-check: FAILED to link gpu_check"; exit 1; }
+if [[ $BUILD_ONLY == 1 ]]; then
+  echo "gpu-check --build-only: PASSED (kernels for sm_$GPU_ARCH, attention_cuda_test and gpu_check built in $BUILD/)"
+  exit 0
+fi
 
 say "2/5 run gpu_check (fwd/bwd vs the float64 reference, then our timings)"
 rm -f "$BUILD/ours.csv" "$BUILD/flex.csv"
@@ -225,7 +247,7 @@ if (( flex_time < 60 )); then
 else
   # No new configuration after the budget: a compile (1–2 min) must still fit in flex_time.
   flex_budget=$(( flex_time > 180 ? flex_time - 120 : flex_time / 3 ))
-  timeout "$flex_time" "$PYTHON" attention/cuda/flex_bench.py --csv "$BUILD/flex.csv" --budget-s "$flex_budget"
+  timeout "$flex_time" "$PYTHON" bench/flex_bench.py --csv "$BUILD/flex.csv" --budget-s "$flex_budget"
   flex_status=$?
   [[ $flex_status == 0 ]] || echo "flex_bench: exit $flex_status (the table shows n/a where it has no number)"
 fi

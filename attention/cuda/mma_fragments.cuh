@@ -1,7 +1,7 @@
 // Internal to the bf16 tensor-core kernels (fused_attention_tc.cu): the index arithmetic of
 // mma.sync.m16n8k16 fragments, ldmatrix addresses, the shared-memory swizzle, the causal tile
 // ranges and the per-element logit terms. Plain C++ as well as CUDA, with no runtime and no torch,
-// so that attention/cuda/mma_layout_test.cpp checks on the host the very functions the kernels
+// so that tests/cuda/mma_layout_test.cpp checks on the host the very functions the kernels
 // call.
 //
 // Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16" with .bf16 operands). In a warp,

@@ -2,7 +2,7 @@
 """Times PyTorch FlexAttention (torch.compile'd) with the scale-invariant score_mod, the baseline the
 fused CUDA kernels are compared with by scripts/gpu-check.sh.
 
-Same problem as attention/cuda/gpu_check.cpp's timings: causal, B=1, H=6, D=128, scale 1/sqrt(D),
+Same problem as tests/cuda/gpu_check.cpp's timings: causal, B=1, H=6, D=128, scale 1/sqrt(D),
 
     logit = a_t * scale * q.k + m_t,   a_t = sqrt(1 + 2 ln(1 + t/tau)),   m_t = -2 ln(1 + t/tau),
 

@@ -25,7 +25,7 @@
 // from the same documentation), the PTX wrappers' operand order, races, and cp.async timing.
 //
 // Exit code 0 on success, 1 on any failure.
-#include "attention/cuda/mma_emulation.h"
+#include "tests/cuda/mma_emulation.h"
 
 namespace mma_test {
 

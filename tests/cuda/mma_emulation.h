@@ -4,7 +4,7 @@
 // shuffles and the kernels' shared-memory tiles. Plain C++17, no CUDA runtime.
 #pragma once
 
-#include "attention/cuda/relative_error.h"
+#include "tests/cuda/relative_error.h"
 #include <algorithm>
 #include <array>
 #include <cmath>

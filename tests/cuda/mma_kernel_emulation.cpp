@@ -1,7 +1,7 @@
 // 5. of mma_layout_test.cpp: the bf16 tensor-core forward and backward kernels
 // (fused_attention_tc.cu) emulated warp by warp and lane by lane through the functions they call,
 // against float64 naive softmax attention.
-#include "attention/cuda/mma_emulation.h"
+#include "tests/cuda/mma_emulation.h"
 
 namespace mma_test {
 
@@ -348,7 +348,7 @@ void emulate_backward(const Problem& p, const std::vector<float>& o, const std::
   for (size_t n = 0; n < dq_accum.size(); ++n) dq[n] = bf16_round(dq_accum[n]);
 }
 
-using attention::cuda::relative_error;  // attention/cuda/relative_error.h
+using attention::cuda::relative_error;  // tests/cuda/relative_error.h
 
 }  // namespace
 

@@ -9,7 +9,7 @@
 // and the registry only.
 //
 // Exit codes: 0 pass, 1 fail, 77 skipped (no CUDA device).
-#include "attention/cuda/relative_error.h"
+#include "tests/cuda/relative_error.h"
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -240,7 +240,7 @@ Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
   return r;
 }
 
-using attention::cuda::relative_error;  // attention/cuda/relative_error.h
+using attention::cuda::relative_error;  // tests/cuda/relative_error.h
 
 // ---------------------------------------------------------------------------------------------
 // Cases.

@@ -157,7 +157,7 @@ void write_timings(const std::string& csv_path) {
   std::ofstream csv(csv_path);
   csv << "T,dtype,fwd_ms,fwd_bwd_ms\n";
   constexpr int64_t kHeads = 6, kHeadDim = 128;
-  ScoreMod mod;  // scale-invariant logits, τ = 10, as in attention/cuda/flex_bench.py
+  ScoreMod mod;  // scale-invariant logits, τ = 10, as in bench/flex_bench.py
   mod.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   mod.distance = attention::DistanceMod::kScaleInvariant;
   mod.inv_tau = 0.1f;
