@@ -1,7 +1,9 @@
 // A learned distance bias as data: the (H, T) table b_h(t) that every kernel reads (score_mod.h's
-// bias_table), built from the transform's learned parameters by its registry row's closed forms
-// (transforms.h: learned_bias, learned_bias_grad). The kernels return d loss/d table; autograd
-// carries it from here to the parameters, so a new learned transform touches no kernel.
+// bias_table), built from the transform's learned parameters by torch ops on their device (one
+// table form per registry row, learned_bias.cpp: no copy to the host, so no wait for a GPU), and
+// differentiated by autograd. The row's float64 closed forms (transforms.h: learned_bias,
+// learned_bias_grad) are what the forms are tested against. The kernels return d loss/d table;
+// autograd carries it from here to the parameters, so a new learned transform touches no kernel.
 #pragma once
 
 #include "attention/method.h"
@@ -12,13 +14,13 @@
 
 namespace attention {
 
-// params: the module's learned parameters in the row's `learned` order, (H) or (H, per_head) each.
-// Returns the (H, T) table on the parameters' device, float32 (float64 for float64 parameters),
-// differentiable w.r.t. each of them (the graph keeps its own copy of `method`); undefined when the
-// method has no learned bias.
+// params: the module's learned parameters in the row's `learned` order, (H) or (H, per_head) each,
+// raised to their floors (the gradient passes the floor straight through). Returns the (H, T)
+// table on the parameters' device, float32 (float64 for float64 parameters), differentiable w.r.t.
+// each of them; undefined when the method has no learned bias.
 torch::Tensor learned_bias_table(const Method& method, const std::vector<torch::Tensor>& params, int64_t T);
 
-// The two directions without autograd, for a caller that keeps the graph itself (the PyTorch
+// The two directions as plain functions, for a caller that keeps the graph itself (the PyTorch
 // operator): the table as above, and from d loss/d table (H, T) the gradient of each parameter,
 // shaped like it. Parameters whose sizes do not match the row: std::invalid_argument.
 torch::Tensor learned_bias_table_forward(const Method& method, const std::vector<torch::Tensor>& params, int64_t T);

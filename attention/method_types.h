@@ -21,8 +21,7 @@ enum class Kernel { kReference, kFused, kCuda };
 enum class Parameter { kTau, kRopeBase, kPRopeBase };
 constexpr int kParameterCount = 3;
 
-// A validated method with every default resolved. (learned_bias.cpp's save_method keeps every
-// field in an autograd node: a field added here is added there.)
+// A validated method with every default resolved.
 struct Method {
   std::string preset;
   Positional positional = Positional::kNoPE;

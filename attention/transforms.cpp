@@ -111,6 +111,8 @@ TransformSpec kerple_log() {
 // (T5 draws them at random): a T5 model starts as NoPE, and every run starts from the same point.
 constexpr int64_t kT5Buckets = 32, kT5MaxDistance = 128;
 
+}  // namespace
+
 int64_t t5_bucket(int64_t t) {
   const int64_t exact = kT5Buckets / 2;
   if (t < exact) return t;
@@ -118,6 +120,8 @@ int64_t t5_bucket(int64_t t) {
                                   std::log(double(kT5MaxDistance) / double(exact)) * double(kT5Buckets - exact));
   return std::min(exact + log_bucket, kT5Buckets - 1);
 }
+
+namespace {
 
 TransformSpec t5() {
   TransformSpec s = row(Transform::kT5, "t5-bias", "t5-bias (s + b_h(bucket(t)), 32 learned buckets per head)");

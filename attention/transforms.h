@@ -1,8 +1,8 @@
 // The logit transforms, one registry row each: everything the harness knows about a transform
 // besides its kernel policy (score_mod.h). Adding a fixed transform is one row here, one policy
 // case there and one test; a learned distance bias is one row here (its parameters, value and
-// gradient) and no policy (attention/README.md walks through both); nothing else branches on
-// the transform. The float64 reference (reference.cpp) keeps its own closed forms on purpose: it
+// gradient in float64), its table as torch ops in learned_bias.cpp, and no policy
+// (attention/README.md walks through both); nothing else branches on the transform. The float64 reference (reference.cpp) keeps its own closed forms on purpose: it
 // is the independent oracle the kernels and these rows are tested against.
 #pragma once
 
@@ -45,8 +45,9 @@ struct TransformSpec {
   double (*initial_head_scale)(const Method& m);
   // A learned distance bias b_h(t) (score_mod.h's bias_table): its parameters, and in float64 its
   // value at distance t from head h's values p (the parameters' per-head values concatenated in
-  // `learned` order) and its gradient, dp[k] += g·∂b/∂p[k]. learned_bias.h builds the (H, T)
-  // table and chains its gradient through these two; the kernels never see the parameters.
+  // `learned` order) and its gradient, dp[k] += g·∂b/∂p[k]: inspect's values and the check of
+  // learned_bias.cpp's table form (the same formula as torch ops on the parameters' device, which
+  // builds the (H, T) table autograd differentiates); the kernels never see the parameters.
   std::vector<LearnedParameter> learned;
   double (*learned_bias)(const Method& m, const double* p, int64_t t) = nullptr;
   void (*learned_bias_grad)(const Method& m, const double* p, int64_t t, double g, double* dp) = nullptr;
@@ -56,6 +57,9 @@ const std::vector<TransformSpec>& transforms();
 const TransformSpec& transform_spec(Transform t);
 // Null when no transform has that name.
 const TransformSpec* find_transform(const std::string& name);
+
+// T5's causal bucket of distance t: t below 16, then 16 logarithmic buckets up to 128, then 31.
+int64_t t5_bucket(int64_t t);
 
 // Scale-invariant multiplier a_t = sqrt(1 + 2·ln(1 + t/τ)) and bias m_t = −2·ln(1 + t/τ).
 double scale_invariant_multiplier(double tau, int64_t t);

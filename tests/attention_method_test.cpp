@@ -4,6 +4,7 @@
 
 #include "attention/attention.h"
 #include "attention/inspect.h"
+#include "attention/learned_bias.h"
 #include "attention/method.h"
 #include "attention/reference.h"
 #include "attention/score_mod.h"
@@ -176,6 +177,78 @@ TEST(AttentionMethod, EveryLearnedBiasRowGradientMatchesFiniteDifferences) {
     for (int64_t e = 0; e < 400; ++e)
       ASSERT_NEAR(table.view(-1)[e].item<double>(), want[size_t(e)], 1e-6 * (1 + std::abs(want[size_t(e)])))
           << spec.name << " entry " << e;
+  }
+  EXPECT_GE(rows, 2);  // kerple-log and t5-bias
+}
+
+// learned_bias.cpp's table forms (torch ops, differentiated by autograd) against each row's float64
+// closed forms: the table entry by entry, the gradient of ⟨G, table⟩ w.r.t. every parameter
+// against learned_bias_grad contracted with G, learned_bias_table_backward against autograd, a
+// value below its floor differentiated at the floor (straight through); and on the meta device,
+// whose tensors have no data to copy, the table is built there: nothing goes through the host.
+TEST(AttentionMethod, LearnedBiasTablesAreBuiltOnTheParametersDevice) {
+  int rows = 0;
+  for (const attention::TransformSpec& spec : attention::transforms()) {
+    if (!spec.learned_bias) continue;
+    ++rows;
+    attention::MethodOptions o;
+    o.transform = spec.name;
+    o.heads = 3;
+    o.head_dim = 8;
+    o.train_context = 16;
+    const Method m = attention::resolve_method(o);
+    const int64_t H = 3, T = 300, P = attention::learned_values_per_head(m);
+    std::vector<double> p = attention::initial_learned_values(m);
+    for (size_t e = 0; e < p.size(); ++e) p[e] = 0.6 * p[e] + 0.2 + 0.013 * double(e);
+    // The parameters as the module holds them, one tensor per `learned` entry; the first value of
+    // each below its floor where it has one.
+    std::vector<torch::Tensor> params;
+    std::vector<double> floored = p;
+    int64_t column = 0;
+    for (const auto& lp : spec.learned) {
+      auto t = torch::empty({H, lp.per_head}, torch::kFloat64);
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t k = 0; k < lp.per_head; ++k) t[h][k] = p[size_t(h * P + column + k)];
+      if (std::isfinite(lp.floor)) {
+        t[0][0] = lp.floor - 0.5;
+        floored[size_t(column)] = lp.floor;
+      }
+      params.push_back((lp.per_head == 1 ? t.view({H}) : t).requires_grad_(true));
+      column += lp.per_head;
+    }
+    const auto table = attention::learned_bias_table(m, params, T);
+    ASSERT_EQ(table.sizes(), (std::vector<int64_t>{H, T})) << spec.name;
+    ASSERT_EQ(table.scalar_type(), torch::kFloat64) << spec.name;
+    const auto want = attention::learned_bias_table_values(m, floored, T);
+    for (int64_t e = 0; e < H * T; ++e)
+      ASSERT_NEAR(table.view(-1)[e].item<double>(), want[size_t(e)], 1e-12 * (1 + std::abs(want[size_t(e)])))
+          << spec.name << " entry " << e;
+    // ⟨G, table⟩'s gradient against the closed form's, with G varied over every entry.
+    const auto G = torch::sin(torch::arange(H * T, torch::kFloat64) * 0.37).view({H, T});
+    const auto grads = torch::autograd::grad({(table * G).sum()}, params);
+    std::vector<double> closed(size_t(H * P), 0.0);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t)
+        spec.learned_bias_grad(m, floored.data() + h * P, t, G[h][t].item<double>(), closed.data() + h * P);
+    const auto backward = attention::learned_bias_table_backward(m, params, G);
+    column = 0;
+    for (size_t n = 0; n < spec.learned.size(); ++n) {
+      const int64_t w = spec.learned[n].per_head;
+      const auto g = grads[n].reshape({H, w}), b = backward[n].reshape({H, w});
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t k = 0; k < w; ++k) {
+          const double c = closed[size_t(h * P + column + k)];
+          EXPECT_NEAR(g[h][k].item<double>(), c, 1e-10 * (1 + std::abs(c))) << spec.name << " " << n << " " << h;
+          EXPECT_NEAR(b[h][k].item<double>(), g[h][k].item<double>(), 1e-12 * (1 + std::abs(c))) << spec.name;
+        }
+      column += w;
+    }
+    // On the meta device (shapes only, no data): built there, or this throws.
+    std::vector<torch::Tensor> meta;
+    for (const auto& q : params) meta.push_back(torch::empty(q.sizes(), q.options().device(torch::kMeta)));
+    const auto on_meta = attention::learned_bias_table(m, meta, T);
+    EXPECT_EQ(on_meta.device().type(), torch::kMeta) << spec.name;
+    EXPECT_EQ(on_meta.sizes(), (std::vector<int64_t>{H, T})) << spec.name;
   }
   EXPECT_GE(rows, 2);  // kerple-log and t5-bias
 }
