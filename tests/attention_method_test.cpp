@@ -130,6 +130,16 @@ TEST(AttentionMethod, EveryRegistryTransformMatchesThePolicyAndTheReference) {
 
 // ---- learned distance biases ------------------------------------------------------------------
 
+// A method of a learned row's transform alone: `heads` heads of width 8, L = 16.
+MethodOptions learned_row_options(const attention::TransformSpec& spec, int64_t heads) {
+  MethodOptions o;
+  o.transform = spec.name;
+  o.heads = heads;
+  o.head_dim = 8;
+  o.train_context = 16;
+  return o;
+}
+
 // Every learned row's gradient (transforms.h: learned_bias_grad) against central differences of
 // its own value, at values away from the initial ones; the table the module builds from its
 // parameters (learned_bias.h) equals the row's closed form.
@@ -138,11 +148,7 @@ TEST(AttentionMethod, EveryLearnedBiasRowGradientMatchesFiniteDifferences) {
   for (const attention::TransformSpec& spec : attention::transforms()) {
     if (!spec.learned_bias) continue;
     ++rows;
-    attention::MethodOptions o;
-    o.transform = spec.name;
-    o.heads = 2;
-    o.head_dim = 8;
-    o.train_context = 16;
+    const MethodOptions o = learned_row_options(spec, 2);
     const Method m = attention::resolve_method(o);
     const int64_t P = attention::learned_values_per_head(m);
     std::vector<double> p = attention::initial_learned_values(m);
@@ -191,12 +197,7 @@ TEST(AttentionMethod, LearnedBiasTablesAreBuiltOnTheParametersDevice) {
   for (const attention::TransformSpec& spec : attention::transforms()) {
     if (!spec.learned_bias) continue;
     ++rows;
-    attention::MethodOptions o;
-    o.transform = spec.name;
-    o.heads = 3;
-    o.head_dim = 8;
-    o.train_context = 16;
-    const Method m = attention::resolve_method(o);
+    const Method m = attention::resolve_method(learned_row_options(spec, 3));
     const int64_t H = 3, T = 300, P = attention::learned_values_per_head(m);
     std::vector<double> p = attention::initial_learned_values(m);
     for (size_t e = 0; e < p.size(); ++e) p[e] = 0.6 * p[e] + 0.2 + 0.013 * double(e);
