@@ -37,6 +37,11 @@ struct ArmGrid {
 // (the keys do not tell them apart).
 std::vector<ArmGrid> arm_grid(const RunSet& set, const std::vector<std::string>& keys);
 
+// Keeps only the arms labelled `labels` (at least two; a planned comparison: its pairs are then
+// the whole family Holm's procedure controls). InputError naming a label no grid holds, with the
+// labels there are.
+void keep_arms(std::vector<ArmGrid>& grids, const std::vector<std::string>& labels);
+
 // The runs of `a` and `b` whose seeds are in both, in each one's order: a partly finished sweep
 // still compares its common seeds.
 std::pair<std::vector<SeedWindows>, std::vector<SeedWindows>> common_seeds(const Arm& a, const Arm& b);

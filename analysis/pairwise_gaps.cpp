@@ -109,9 +109,9 @@ std::string format_pairs_markdown(const std::vector<PairTable>& tables, int64_t 
     out += fmt::format("### {}: {} of {} pairs resolved\n\n", context_label(t.context, train_context), resolved,
                        t.pairs.size());
     out += fmt::format("Row's mean loss − column's (nats/token), arms by mean loss (mean, seeds); a gap in "
-                       "parentheses is not resolved: Holm's procedure over the {} pairs, family-wise error at "
+                       "parentheses is not resolved: Holm's procedure over the {} pair{}, family-wise error at "
                        "most {:g}% (seed-paired, windows clustered by {} documents).\n\n",
-                       estimable, 100 * (1 - t.level), t.documents);
+                       estimable, estimable == 1 ? "" : "s", 100 * (1 - t.level), t.documents);
     if (!t.documents_known)
       out += "Note: the run files do not say which document each window is from (written before 2026-12-07): "
              "windows counted as independent, the intervals too narrow.\n\n";

@@ -26,7 +26,8 @@ const char* kUsage =
     "         needle/<accuracy|city_accuracy|number_accuracy|mean_log_prob> (docs/export.md)\n"
     "       harness export curves SWEEP_FILE|RUNS_DIR|THEORY_FILE --out DIR [--theory FILE]\n"
     "         one CSV per figure and its SVG/PNG rendered with gnuplot\n"
-    "       harness export pairs SWEEP_FILE|RUNS_DIR [--by K,..] [--level 0.95] [--format md|csv] [--out FILE]\n"
+    "       harness export pairs SWEEP_FILE|RUNS_DIR [--by K,..] [--arm A ...] [--level 0.95] [--format md|csv]\n"
+    "                            [--out FILE]\n"
     "         the final validation loss's gap between every two arms (the values of --by, default\n"
     "         every varying key but the seed) at each context: paired by seed, windows clustered\n"
     "         by document, resolved by Holm's procedure at a family-wise 1 − level\n"
@@ -76,13 +77,15 @@ int table(const Args& args) {
 int pairs(const Args& args) {
   po::options_description options("export pairs options");
   std::string input, format = "md", out;
-  std::vector<std::string> by;
+  std::vector<std::string> by, arms;
   double level = 0.95;
   po::options_description arguments;
   arguments.add_options()("input", po::value(&input)->required(), "a sweep file or a directory of runs");
   options.add_options()
       ("by", po::value(&by)->composing(), "the keys whose values are the arms, comma-separated (default: every "
        "varying key but train.seed)")
+      ("arm", po::value(&arms)->composing(), "compare only these arms (repeat it; labels as the table prints "
+       "them): a comparison planned before seeing the results, whose pairs are then the whole family")
       ("level", po::value(&level)->default_value(0.95), "1 − the family-wise error rate of a context's pairs")
       ("format", po::value(&format)->default_value("md"), "md | csv")
       ("out", po::value(&out), "also write the tables to FILE");
@@ -103,7 +106,9 @@ int pairs(const Args& args) {
       if (k != "train.seed") keys.push_back(k);
   if (keys.empty()) throw InputError(fmt::format("{}: no key but the seed varies: there are no arms to compare", input));
   std::vector<analysis::PairTable> tables;
-  for (const auto& grid : analysis::arm_grid(set, keys)) tables.push_back(analysis::pairwise_gaps(grid, level));
+  auto grids = analysis::arm_grid(set, keys);
+  if (!arms.empty()) analysis::keep_arms(grids, arms);
+  for (const auto& grid : grids) tables.push_back(analysis::pairwise_gaps(grid, level));
   if (tables.empty()) throw InputError(fmt::format("{}: no finished run to compare", input));
   int64_t L = set.runs.front().train_context;  // contexts are labelled as multiples of L when all share it
   for (const auto& run : set.runs)

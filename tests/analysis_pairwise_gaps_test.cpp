@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "analysis/pairwise_gaps.h"
 #include "harness/common/errors.h"
@@ -95,6 +96,42 @@ TEST(PairwiseGaps, LargeDifferencesAreResolvedAndPValuesAgreeWithIntervals) {
     EXPECT_EQ(r.gap.excludes_zero(), r.p < 0.1) << "p = " << r.p;  // the interval at the same level
     EXPECT_EQ(r.gap.pairs, 4);
   }
+}
+
+// A planned comparison (--arm): only the named arms, so their one pair is the whole family and is
+// resolved by its own p-value (Holm over one pair), where among six pairs the same p is not enough.
+TEST(PairwiseGaps, NamedArmsAreTheWholeFamily) {
+  // m1 0.0045 below the three others (seed sd 0.002, 4 seeds): the first simulated sweep whose m0–m1
+  // p-value lies between 0.05 / 6 (Holm's first threshold among six pairs) and 0.05 and which the
+  // six-pair family leaves unresolved.
+  std::vector<analysis::ArmGrid> grids;
+  analysis::PairTable all;
+  const analysis::PairResult* full = nullptr;
+  for (uint64_t seed = 1; seed < 200 && !full; ++seed) {
+    std::mt19937_64 rng(seed);
+    grids = {simulate({0.0, -0.0045, 0.0, 0.0}, 4, 0.002, rng)};
+    all = analysis::pairwise_gaps(grids[0]);
+    for (const auto& r : all.pairs)
+      if (std::set<std::string>{all.arms[r.a], all.arms[r.b]} == std::set<std::string>{"m0", "m1"} &&
+          r.p > 0.05 / 6 && r.p < 0.05 && !r.resolved)
+        full = &r;
+  }
+  ASSERT_NE(full, nullptr);
+  ASSERT_EQ(all.pairs.size(), 6u);
+  analysis::keep_arms(grids, {"m0", "m1"});
+  ASSERT_EQ(grids[0].arms.size(), 2u);
+  const auto planned = analysis::pairwise_gaps(grids[0]);
+  ASSERT_EQ(planned.pairs.size(), 1u);
+  EXPECT_DOUBLE_EQ(planned.pairs[0].p, full->p);
+  EXPECT_EQ(planned.pairs[0].resolved, full->p < 0.05);
+  EXPECT_TRUE(planned.pairs[0].resolved) << "p = " << full->p;
+  try {
+    analysis::keep_arms(grids, {"m0", "m7"});
+    FAIL() << "an unknown arm";
+  } catch (const harness::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("no arm 'm7'; the arms are: m0; m1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(analysis::keep_arms(grids, {"m0"}), harness::InputError);
 }
 
 TEST(PairwiseGaps, PartlyFinishedArmsCompareTheirCommonSeeds) {
