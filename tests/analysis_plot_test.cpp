@@ -7,9 +7,13 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "analysis/export/plot.h"
+#include "analysis/export/plot_style.h"
+#include "attention/attention.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -59,4 +63,18 @@ TEST(Plot, WithoutGnuplotTheScriptIsWrittenWithANotice) {
   EXPECT_NE(r.notice.find("gnuplot not found"), std::string::npos) << r.notice;
   EXPECT_TRUE(fs::exists(r.script));
   EXPECT_FALSE(fs::exists(dir.path / "f.svg"));
+}
+
+// Every preset has a fixed colour of its own, the same whatever order a figure asks in: a preset
+// added to the registry without one fails here.
+TEST(PlotStyle, EveryPresetHasItsOwnColour) {
+  const auto presets = attention::preset_names();
+  analysis::Palette forward, backward;
+  std::map<std::string, std::string> first;
+  for (const auto& p : presets) first[p] = forward.group_color("method=" + p);
+  for (auto it = presets.rbegin(); it != presets.rend(); ++it)
+    EXPECT_EQ(backward.group_color("method=" + *it), first[*it]) << *it << " has no fixed colour";
+  std::set<std::string> distinct;
+  for (const auto& [p, c] : first) distinct.insert(c);
+  EXPECT_EQ(distinct.size(), presets.size());
 }
