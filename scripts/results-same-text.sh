@@ -94,7 +94,14 @@ provenance() {
   echo "\`export pairs --arm si+p-rope --arm kerple+p-rope\`: one pair per context, each p-value to be"
   echo "read against 0.05 / 3 for the three contexts. Trained at revision(s) $(trained runs/si-vs-kerple)."
   echo
-  "$HARNESS" export table sweeps/si-vs-kerple.yaml 2>/dev/null | sed '/^$/d'
+  "$HARNESS" export table sweeps/si-vs-kerple.yaml 2>/dev/null
+  echo
+  echo "By seed:"
+  echo
+  "$HARNESS" export table sweeps/si-vs-kerple.yaml --rows attention.method,train.seed --best none 2>/dev/null \
+    | sed 's/ (1) / /g; /^mean ± standard error/d; /^$/d'
+  echo
+  echo "The planned test, seed-paired with windows clustered by document (CSV of \`export pairs\`):"
   echo
   "$HARNESS" export pairs sweeps/si-vs-kerple.yaml --arm si+p-rope --arm kerple+p-rope --format csv 2>/dev/null \
     | sed 's/^/    /'
