@@ -66,6 +66,8 @@ provenance() {
   echo "# Table 1 on the same text at every length (L = 256)"
   echo
   provenance table1-same-text
+  echo "Budget on this machine, 2 runs at a time: about 80 min for the 60 runs (160 run-minutes), 16 min"
+  echo "for the 16 of the planned comparison (sweep run's own timings)."
   echo
   echo "Byte-level models (2 layers, d_model 128, 4 heads) trained at L = 256 on the State of the Union"
   echo "corpus, 800 steps of 8 windows, τ = L/100 (the τ-law's τ* at 4L and 16L for L = 256) and the"
@@ -117,6 +119,8 @@ provenance() {
   echo "# Passkey retrieval at a controlled distance (L = 256)"
   echo
   provenance passkey
+  echo "Budget on this machine, 2 runs at a time: 39 min for the 20 fine-tunes, 28 min for the 4 long"
+  echo "ones (sweep run's own timing), after the pretraining of table1-same-text.md."
   echo
   echo "Five methods of [table1-same-text.md](table1-same-text.md) × 4 seeds, each fine-tuned 2000 steps on"
   echo "passkey examples of L tokens (loss on the key's digits only), then scored teacher-forced on 64"

@@ -50,7 +50,8 @@ figures() {  # PNG and CSV only (the SVGs and scripts are redrawn by `export cur
   rm -rf "$dir.tmp" && "$HARNESS" export curves "$@" --out "$dir.tmp" >/dev/null 2>&1
   rm -rf "$dir" && mkdir -p "$dir" && cp "$dir.tmp"/*.png "$dir.tmp"/*.csv "$dir" && rm -rf "$dir.tmp"
 }
-# Table 1 on the same text and the passkey at L = 256 (about 2.5 hours on 2 cores): their own
+# Table 1 on the same text, its planned comparison and the passkey at L = 256 (about 2¾ hours on 2
+# cores, the sweeps' own timings): their own
 # pages, docs/results/table1-same-text.md and docs/results/passkey.md.
 scripts/results-same-text.sh "$BUILD" >/dev/null
 figures table1 sweeps/table1.yaml --theory runs/theory/entropy-results.h5
