@@ -56,6 +56,25 @@ std::vector<ModCase> mod_cases(int64_t heads, int64_t head_dim) {
   return cases;
 }
 
+// A learned distance bias's parameters moved off their initial values, as ours (float32 on the
+// device) and the reference's (float64, CPU) copies; each side builds its table from them
+// (learned_bias.h), so the parameters' gradients check the kernel's d loss/d table. Empty without
+// a learned bias.
+void learned_parameters(const attention::Method& m, std::vector<torch::Tensor>& ours,
+                        std::vector<torch::Tensor>& ref) {
+  if (!m.learned_bias()) return;
+  const int64_t P = attention::learned_values_per_head(m);
+  const torch::Tensor values =
+      torch::tensor(attention::initial_learned_values(m), torch::kFloat64).view({m.heads, P}) * 0.8 + 0.1;
+  int64_t column = 0;
+  for (const auto& p : attention::transform_spec(m.transform).learned) {
+    const torch::Tensor v = values.narrow(1, column, p.per_head).contiguous();
+    ours.push_back(v.to(torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32)).requires_grad_(true));
+    ref.push_back(v.clone().requires_grad_(true));
+    column += p.per_head;
+  }
+}
+
 // One comparison; returns whether it passed.
 bool check_case(torch::ScalarType dtype, int64_t head_dim, int64_t seq_len, const ModCase& c) {
   constexpr int64_t kBatch = 2;
@@ -73,23 +92,9 @@ bool check_case(torch::ScalarType dtype, int64_t head_dim, int64_t seq_len, cons
   const torch::Tensor alibi_slope =
       c.method.alibi() ? attention::alibi_slope_tensor(c.method).to(device_options.dtype(torch::kFloat32))
                        : torch::Tensor();
-  // A learned distance bias's parameters moved off their initial values, as ours (on the device)
-  // and the reference's (CPU) copies; each side builds its table from them (learned_bias.h), so
-  // the parameters' gradients check the kernel's d loss/d table.
-  std::vector<torch::Tensor> params_ours, params_ref;
   const auto& learned = attention::transform_spec(c.method.transform).learned;
-  if (c.method.learned_bias()) {
-    const int64_t P = attention::learned_values_per_head(c.method);
-    const torch::Tensor values =
-        torch::tensor(attention::initial_learned_values(c.method), torch::kFloat64).view({heads, P}) * 0.8 + 0.1;
-    int64_t column = 0;
-    for (const auto& p : learned) {
-      const torch::Tensor v = values.narrow(1, column, p.per_head).contiguous();
-      params_ours.push_back(v.to(device_options.dtype(torch::kFloat32)).requires_grad_(true));
-      params_ref.push_back(v.clone().requires_grad_(true));
-      column += p.per_head;
-    }
-  }
+  std::vector<torch::Tensor> params_ours, params_ref;
+  learned_parameters(c.method, params_ours, params_ref);
 
   // Ours.
   torch::Tensor q_ours = q.clone().requires_grad_(true), k_ours = k.clone().requires_grad_(true),

@@ -350,6 +350,47 @@ void emulate_backward(const Problem& p, const std::vector<float>& o, const std::
 
 using attention::cuda::relative_error;  // tests/cuda/relative_error.h
 
+// One problem through both emulated kernels against the float64 reference; a line of errors.
+void check_problem(const Problem& p, const char* name) {
+  const Outputs want = reference(p);
+  std::vector<float> o, lse, fixed_mean, dq, dk, dv, dbias;
+  float dhead_scale = 0.f;
+  emulate_forward(p, o, lse, fixed_mean);
+  emulate_backward(p, o, lse, fixed_mean, dq, dk, dv, dhead_scale, dbias);
+
+  struct Check {
+    const char* name;
+    double error, tolerance;
+  };
+  // Tolerances as the GPU test's for bf16 (tests/cuda/fused_attention_test.cu: 2e-2,
+  // max |err| / max |ref|); lse and the fixed-logit mean are fp32 throughout.
+  std::vector<Check> results = {
+      {"o", relative_error(o, want.o, 1e-3), 2e-2},
+      {"lse", relative_error(lse, want.lse, 1.0), 1e-5},
+      {"dq", relative_error(dq, want.dq, 1.0), 2e-2},
+      {"dk", relative_error(dk, want.dk, 1.0), 2e-2},
+      {"dv", relative_error(dv, want.dv, 1e-3), 2e-2},
+      {"dbias", relative_error(dbias, want.dbias, 1.0), 2e-2},
+  };
+  if (p.mod.head_scale) {
+    results.push_back({"fixed_mean", relative_error(fixed_mean, want.fixed_mean, 1.0), 1e-5});
+    results.push_back({"dhead_scale", std::fabs(dhead_scale - want.dhead_scale) / std::max(1.0, std::fabs(want.dhead_scale)), 2e-2});
+  }
+  std::string line;
+  bool ok = true;
+  for (const Check& check : results) {
+    const bool pass = check.error <= check.tolerance;
+    ok = ok && pass;
+    char text[64];
+    std::snprintf(text, sizeof(text), " %s=%.1e%s", check.name, check.error, pass ? "" : "!");
+    line += text;
+    EXPECT(pass, "emulated kernels T=%d D=%d %s: %s error %.3e > %.0e", p.seq_len, p.head_dim, name,
+           check.name, check.error, check.tolerance);
+  }
+  std::printf("%-4s emulated T=%-3d D=%-3d %-23s%s\n", ok ? "ok" : "FAIL", p.seq_len, p.head_dim, name, line.c_str());
+}
+
+
 }  // namespace
 
 void check_kernels(std::mt19937& rng) {
@@ -397,42 +438,7 @@ void check_kernels(std::mt19937& rng) {
         x->resize(static_cast<size_t>(p.seq_len) * p.head_dim);
         for (float& value : *x) value = bf16_round(normal(rng));
       }
-      const Outputs want = reference(p);
-      std::vector<float> o, lse, fixed_mean, dq, dk, dv, dbias;
-      float dhead_scale = 0.f;
-      emulate_forward(p, o, lse, fixed_mean);
-      emulate_backward(p, o, lse, fixed_mean, dq, dk, dv, dhead_scale, dbias);
-
-      struct Check {
-        const char* name;
-        double error, tolerance;
-      };
-      // Tolerances as the GPU test's for bf16 (attention/cuda/fused_attention_test.cu: 2e-2,
-      // max |err| / max |ref|); lse and the fixed-logit mean are fp32 throughout.
-      std::vector<Check> results = {
-          {"o", relative_error(o, want.o, 1e-3), 2e-2},
-          {"lse", relative_error(lse, want.lse, 1.0), 1e-5},
-          {"dq", relative_error(dq, want.dq, 1.0), 2e-2},
-          {"dk", relative_error(dk, want.dk, 1.0), 2e-2},
-          {"dv", relative_error(dv, want.dv, 1e-3), 2e-2},
-          {"dbias", relative_error(dbias, want.dbias, 1.0), 2e-2},
-      };
-      if (p.mod.head_scale) {
-        results.push_back({"fixed_mean", relative_error(fixed_mean, want.fixed_mean, 1.0), 1e-5});
-        results.push_back({"dhead_scale", std::fabs(dhead_scale - want.dhead_scale) / std::max(1.0, std::fabs(want.dhead_scale)), 2e-2});
-      }
-      std::string line;
-      bool ok = true;
-      for (const Check& check : results) {
-        const bool pass = check.error <= check.tolerance;
-        ok = ok && pass;
-        char text[64];
-        std::snprintf(text, sizeof(text), " %s=%.1e%s", check.name, check.error, pass ? "" : "!");
-        line += text;
-        EXPECT(pass, "emulated kernels T=%d D=%d %s: %s error %.3e > %.0e", p.seq_len, p.head_dim, c.name,
-               check.name, check.error, check.tolerance);
-      }
-      std::printf("%-4s emulated T=%-3d D=%-3d %-23s%s\n", ok ? "ok" : "FAIL", p.seq_len, p.head_dim, c.name, line.c_str());
+      check_problem(p, c.name);
     }
   }
 }

@@ -72,92 +72,95 @@ void check_layouts() {
 // ---------------------------------------------------------------------------------------------
 // 2. ldmatrix, swizzle, bank conflicts; 3. one MMA.
 
-void check_ldmatrix_and_swizzle(std::mt19937& rng) {
-  for (const int cols : {64, 128}) {
-    // Swizzle: a bijection of the (64, cols) tile; chunks stay whole (8 contiguous elements).
-    std::vector<int> hits(64 * cols, 0);
-    for (int r = 0; r < 64; ++r) {
-      for (int c = 0; c < cols; ++c) {
-        const int offset = swizzled(cols, r, c);
-        EXPECT(offset >= 0 && offset < 64 * cols, "swizzle out of range");
-        if (offset >= 0 && offset < 64 * cols) ++hits[offset];
-        EXPECT(offset / cols == r, "swizzle leaves row %d", r);
-        if (c % 8) EXPECT(offset == swizzled(cols, r, c - 1) + 1, "swizzle splits a chunk");
-      }
+// 2a. The swizzle of a (64, cols) tile and the cp.async copy mapping.
+void check_swizzle_and_copy(int cols) {
+  // Swizzle: a bijection of the (64, cols) tile; chunks stay whole (8 contiguous elements).
+  std::vector<int> hits(64 * cols, 0);
+  for (int r = 0; r < 64; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      const int offset = swizzled(cols, r, c);
+      EXPECT(offset >= 0 && offset < 64 * cols, "swizzle out of range");
+      if (offset >= 0 && offset < 64 * cols) ++hits[offset];
+      EXPECT(offset / cols == r, "swizzle leaves row %d", r);
+      if (c % 8) EXPECT(offset == swizzled(cols, r, c - 1) + 1, "swizzle splits a chunk");
     }
-    EXPECT(std::all_of(hits.begin(), hits.end(), [](int n) { return n == 1; }), "swizzle (cols %d) is not a bijection", cols);
+  }
+  EXPECT(std::all_of(hits.begin(), hits.end(), [](int n) { return n == 1; }), "swizzle (cols %d) is not a bijection", cols);
 
-    // cp.async copy: every chunk once; each 8-thread phase (128 bytes) hits 8 distinct bank groups.
-    std::vector<int> copied(64 * cols / 8, 0);
-    for (int index = 0; index < 64 * cols / 8; ++index) {
+  // cp.async copy: every chunk once; each 8-thread phase (128 bytes) hits 8 distinct bank groups.
+  std::vector<int> copied(64 * cols / 8, 0);
+  for (int index = 0; index < 64 * cols / 8; ++index) {
+    const int r = cols == 64 ? mma::copy_row<64>(index) : mma::copy_row<128>(index);
+    const int c = cols == 64 ? mma::copy_col<64>(index) : mma::copy_col<128>(index);
+    ++copied[r * (cols / 8) + c / 8];
+  }
+  EXPECT(std::all_of(copied.begin(), copied.end(), [](int n) { return n == 1; }), "copy mapping (cols %d)", cols);
+  for (int phase = 0; phase < 64 * cols / 64; ++phase) {
+    int groups = 0;
+    for (int x = 0; x < 8; ++x) {
+      const int index = 8 * phase + x;
       const int r = cols == 64 ? mma::copy_row<64>(index) : mma::copy_row<128>(index);
       const int c = cols == 64 ? mma::copy_col<64>(index) : mma::copy_col<128>(index);
-      ++copied[r * (cols / 8) + c / 8];
+      groups |= 1 << ((swizzled(cols, r, c) * 2 / 16) % 8);
     }
-    EXPECT(std::all_of(copied.begin(), copied.end(), [](int n) { return n == 1; }), "copy mapping (cols %d)", cols);
-    for (int phase = 0; phase < 64 * cols / 64; ++phase) {
-      int groups = 0;
-      for (int x = 0; x < 8; ++x) {
-        const int index = 8 * phase + x;
-        const int r = cols == 64 ? mma::copy_row<64>(index) : mma::copy_row<128>(index);
-        const int c = cols == 64 ? mma::copy_col<64>(index) : mma::copy_col<128>(index);
-        groups |= 1 << ((swizzled(cols, r, c) * 2 / 16) % 8);
-      }
-      EXPECT(groups == 0xff, "cp.async phase %d (cols %d) has bank conflicts", phase, cols);
-    }
+    EXPECT(groups == 0xff, "cp.async phase %d (cols %d) has bank conflicts", phase, cols);
+  }
+}
 
-    // A logical (64, cols) tile of distinct values, stored swizzled.
-    std::vector<float> logical(64 * cols), image(64 * cols);
-    for (int n = 0; n < 64 * cols; ++n) logical[n] = static_cast<float>(n);
-    for (int r = 0; r < 64; ++r)
-      for (int c = 0; c < cols; ++c) image[swizzled(cols, r, c)] = logical[r * cols + c];
-    auto at = [&](int r, int c) { return logical[r * cols + c]; };
+// 2b. ldmatrix.x4 in its four uses on a swizzled (64, cols) image: bank groups and fragments.
+void check_ldmatrix_uses(int cols) {
+  // A logical (64, cols) tile of distinct values, stored swizzled.
+  std::vector<float> logical(64 * cols), image(64 * cols);
+  for (int n = 0; n < 64 * cols; ++n) logical[n] = static_cast<float>(n);
+  for (int r = 0; r < 64; ++r)
+    for (int c = 0; c < cols; ++c) image[swizzled(cols, r, c)] = logical[r * cols + c];
+  auto at = [&](int r, int c) { return logical[r * cols + c]; };
 
-    for (int row0 = 0; row0 < 64; row0 += 16) {
-      for (int col0 = 0; col0 < cols; col0 += 16) {
-        for (const Pattern pattern : {Pattern::kA, Pattern::kB}) {
-          // Bank conflicts: each matrix's 8 row addresses fall in 8 distinct 16-byte bank groups.
-          const std::array<int, 32> address = ldsm_addresses(cols, row0, col0, pattern);
-          for (int m = 0; m < 4; ++m) {
-            int groups = 0;
-            for (int r = 0; r < 8; ++r) {
-              EXPECT(address[8 * m + r] % 8 == 0, "ldmatrix row address not 16-byte aligned");
-              groups |= 1 << ((address[8 * m + r] * 2 / 16) % 8);
-            }
-            EXPECT(groups == 0xff, "ldmatrix matrix %d at (%d, %d), cols %d: bank conflicts", m, row0, col0, cols);
+  for (int row0 = 0; row0 < 64; row0 += 16) {
+    for (int col0 = 0; col0 < cols; col0 += 16) {
+      for (const Pattern pattern : {Pattern::kA, Pattern::kB}) {
+        // Bank conflicts: each matrix's 8 row addresses fall in 8 distinct 16-byte bank groups.
+        const std::array<int, 32> address = ldsm_addresses(cols, row0, col0, pattern);
+        for (int m = 0; m < 4; ++m) {
+          int groups = 0;
+          for (int r = 0; r < 8; ++r) {
+            EXPECT(address[8 * m + r] % 8 == 0, "ldmatrix row address not 16-byte aligned");
+            groups |= 1 << ((address[8 * m + r] * 2 / 16) % 8);
           }
+          EXPECT(groups == 0xff, "ldmatrix matrix %d at (%d, %d), cols %d: bank conflicts", m, row0, col0, cols);
         }
-        // (a) A from a [m][k] tile: pattern a, no .trans (Q in the forward; K, V in the backward).
-        const FragA a = as_a(ldsm(image, cols, row0, col0, Pattern::kA, false));
-        // (b) B pair from a [n][k] tile: pattern b, no .trans (K in the forward; Q, dO in the backward).
-        const Ldsm nk = ldsm(image, cols, row0, col0, Pattern::kB, false);
-        // (c) B pair from a [k][n] tile: pattern a, .trans (V in the forward; dO, Q, K in the backward).
-        const Ldsm kn = ldsm(image, cols, row0, col0, Pattern::kA, true);
-        // (d) A from a [k][m] tile: pattern b, .trans (dS from dSᵀ in the backward).
-        const FragA at_ = as_a(ldsm(image, cols, row0, col0, Pattern::kB, true));
-        for (int lane = 0; lane < 32; ++lane) {
-          for (int e = 0; e < 8; ++e) {
-            EXPECT(a[lane][e] == at(row0 + mma::a_row(lane, e), col0 + mma::a_col(lane, e)),
-                   "ldmatrix A (cols %d, block %d,%d) lane %d element %d", cols, row0, col0, lane, e);
-            EXPECT(at_[lane][e] == at(row0 + mma::a_col(lane, e), col0 + mma::a_row(lane, e)),
-                   "ldmatrix.trans A (cols %d, block %d,%d) lane %d element %d", cols, row0, col0, lane, e);
-          }
-          for (int j = 0; j < 2; ++j) {
-            const FragB b_nk = as_b(nk, j), b_kn = as_b(kn, j);
-            for (int e = 0; e < 4; ++e) {
-              EXPECT(b_nk[lane][e] == at(row0 + 8 * j + mma::b_n(lane, e), col0 + mma::b_k(lane, e)),
-                     "ldmatrix B[n][k] (cols %d) lane %d block %d element %d", cols, lane, j, e);
-              EXPECT(b_kn[lane][e] == at(row0 + mma::b_k(lane, e), col0 + 8 * j + mma::b_n(lane, e)),
-                     "ldmatrix.trans B[k][n] (cols %d) lane %d block %d element %d", cols, lane, j, e);
-            }
+      }
+      // (a) A from a [m][k] tile: pattern a, no .trans (Q in the forward; K, V in the backward).
+      const FragA a = as_a(ldsm(image, cols, row0, col0, Pattern::kA, false));
+      // (b) B pair from a [n][k] tile: pattern b, no .trans (K in the forward; Q, dO in the backward).
+      const Ldsm nk = ldsm(image, cols, row0, col0, Pattern::kB, false);
+      // (c) B pair from a [k][n] tile: pattern a, .trans (V in the forward; dO, Q, K in the backward).
+      const Ldsm kn = ldsm(image, cols, row0, col0, Pattern::kA, true);
+      // (d) A from a [k][m] tile: pattern b, .trans (dS from dSᵀ in the backward).
+      const FragA at_ = as_a(ldsm(image, cols, row0, col0, Pattern::kB, true));
+      for (int lane = 0; lane < 32; ++lane) {
+        for (int e = 0; e < 8; ++e) {
+          EXPECT(a[lane][e] == at(row0 + mma::a_row(lane, e), col0 + mma::a_col(lane, e)),
+                 "ldmatrix A (cols %d, block %d,%d) lane %d element %d", cols, row0, col0, lane, e);
+          EXPECT(at_[lane][e] == at(row0 + mma::a_col(lane, e), col0 + mma::a_row(lane, e)),
+                 "ldmatrix.trans A (cols %d, block %d,%d) lane %d element %d", cols, row0, col0, lane, e);
+        }
+        for (int j = 0; j < 2; ++j) {
+          const FragB b_nk = as_b(nk, j), b_kn = as_b(kn, j);
+          for (int e = 0; e < 4; ++e) {
+            EXPECT(b_nk[lane][e] == at(row0 + 8 * j + mma::b_n(lane, e), col0 + mma::b_k(lane, e)),
+                   "ldmatrix B[n][k] (cols %d) lane %d block %d element %d", cols, lane, j, e);
+            EXPECT(b_kn[lane][e] == at(row0 + mma::b_k(lane, e), col0 + 8 * j + mma::b_n(lane, e)),
+                   "ldmatrix.trans B[k][n] (cols %d) lane %d block %d element %d", cols, lane, j, e);
           }
         }
       }
     }
   }
+}
 
-  // One MMA, fragments placed by the layout functions, against the plain product.
-  std::normal_distribution<float> normal(0.f, 1.f);
+// 3a. One MMA, fragments placed by the layout functions, against the plain product.
+void check_one_mma(std::mt19937& rng, std::normal_distribution<float>& normal) {
   for (int trial = 0; trial < 20; ++trial) {
     float A[16][16], B[16][8], C[16][8];
     for (auto& row : A) for (float& x : row) x = bf16_round(normal(rng));
@@ -183,7 +186,10 @@ void check_ldmatrix_and_swizzle(std::mt19937& rng) {
     }
     EXPECT(max_err < 1e-4, "MMA emulation vs plain product: %g", max_err);
   }
+}
 
+// 3b. The forward through ldmatrix images, against plain products.
+void check_forward_through_ldmatrix(std::mt19937& rng, std::normal_distribution<float>& normal) {
   // The forward's S = Q·Kᵀ and O += P·V for one warp through ldmatrix images, against plain
   // products: Q (16 × 64) [m][k], K (64 × 64) [n][k], V (64 × 64) [k][n].
   {
@@ -246,6 +252,16 @@ void check_ldmatrix_and_swizzle(std::mt19937& rng) {
     }
     EXPECT(max_err < 1e-5 * std::max(1.0, max_ref), "P·V through re-packing and ldmatrix.trans: %g", max_err);
   }
+}
+
+void check_ldmatrix_and_swizzle(std::mt19937& rng) {
+  for (const int cols : {64, 128}) {
+    check_swizzle_and_copy(cols);
+    check_ldmatrix_uses(cols);
+  }
+  std::normal_distribution<float> normal(0.f, 1.f);  // one stream of draws, as the checks were written
+  check_one_mma(rng, normal);
+  check_forward_through_ldmatrix(rng, normal);
 }
 
 // ---------------------------------------------------------------------------------------------
