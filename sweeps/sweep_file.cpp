@@ -480,8 +480,10 @@ void resolve_runs(const std::vector<std::vector<Setting>>& combinations,
   for (auto& run : sweep.runs) run.run_dir = find_run_dir(sweep.sweep_dir, run);
 }
 
-// Keys whose resolved values differ between the runs that read them, in order of first
-// appearance.
+// Keys whose resolved values differ between runs, in order of first appearance; a run that does not
+// read a key has one more value, kNotRead. (Counting only the runs that read it folded two arms into
+// one: over attention.method × attention.positional, `nope` is not read by a NoPE preset, so
+// positional took a single read value, p-rope, and the arms fire and fire with p-rope shared a label.)
 std::vector<std::string> varying_keys(const Sweep& sweep) {
   std::vector<std::string> varying;
   std::vector<std::string> candidates;
@@ -493,7 +495,7 @@ std::vector<std::string> varying_keys(const Sweep& sweep) {
     const config::KeySpec* spec = config::find_key(key);
     std::set<std::string> values;
     for (const auto& run : sweep.runs)
-      if (spec->is_read(run.loaded.config)) values.insert(spec->get(run.loaded.config));
+      values.insert(spec->is_read(run.loaded.config) ? spec->get(run.loaded.config) : kNotRead);
     if (values.size() > 1) varying.push_back(key);
   }
   return varying;

@@ -87,6 +87,19 @@ TEST(SweepFile, ExpandsGridZipSeedsAndExplicitRuns) {
   EXPECT_EQ(sweep.value_text(0, "attention.tau"), "L/40");
 }
 
+// A key on an axis that some runs do not read still tells them apart: `nope` is a NoPE preset's own
+// positional encoding (not read as an override), p-rope is read; the two arms of each method differ.
+TEST(SweepFile, AnAxisValueThatIsNotReadIsStillAnArm) {
+  const auto sweep = load_sweep_text(
+      "name: arms\nbase: {train: {steps: 5, context: 16}}\ngrid:\n"
+      "  attention.method: [kerple, t5]\n  attention.positional: [nope, p-rope]\n",
+      "arms.yaml");
+  ASSERT_EQ(sweep.runs.size(), 4u);
+  EXPECT_EQ(sweep.varying_keys, (std::vector<std::string>{"attention.method", "attention.positional"}));
+  EXPECT_EQ(sweep.value_text(0, "attention.positional"), harness::sweeps::kNotRead);
+  EXPECT_EQ(sweep.value_text(1, "attention.positional"), "p-rope");
+}
+
 TEST(SweepFile, InlineBaseAndNestedAxes) {
   const auto sweep = load_sweep(kFixtures + "inline.yaml");
   ASSERT_EQ(sweep.runs.size(), 2u);
