@@ -151,8 +151,9 @@ std::pair<torch::Tensor, torch::Tensor> CausalAttentionImpl::rotate_rows(
 torch::Tensor CausalAttentionImpl::attend_rows(const torch::Tensor& qr, const torch::Tensor& kr,
                                                const torch::Tensor& v, int64_t start,
                                                int64_t context) const {
-  // logit(i, j) = head_scale[h]·fixed_multiplier(i, t)·scale·q·k + distance_bias(t) − slope[h]·t,
-  // t = i − j, from the same score-mod the kernels read (score_mod.h), masked above the diagonal.
+  // logit(i, j) = head_scale[h]·fixed_multiplier(i, t)·scale·q·k + distance_bias(t) + query_bias(i, t)
+  // − slope[h]·t, t = i − j, from the same score-mod the kernels read (score_mod.h), masked above the
+  // diagonal (alibi_slope is null in `mod`: the slopes are applied below).
   const int64_t n = qr.size(2), Tk = kr.size(2), H = qr.size(1);
   std::vector<float> storage;
   const ScoreMod mod = with_bias_table(attention::score_mod(method_, context), bias_table(Tk), storage);
@@ -167,7 +168,7 @@ torch::Tensor CausalAttentionImpl::attend_rows(const torch::Tensor& qr, const to
     for (int j = 0; j <= i && j < Tk; ++j) {
       M[r][j] = fixed_multiplier<double>(mod, i, i - j);
       for (int64_t h = 0; h < Hb; ++h)
-        Bs[h][r][j] = distance_bias<double>(mod, i - j, int(h));  // alibi_slope is null in `mod`
+        Bs[h][r][j] = distance_bias<double>(mod, i - j, int(h)) + query_bias<double>(mod, i, i - j, int(h));
       Ds[r][j] = double(i - j);
     }
   }

@@ -42,10 +42,33 @@ struct Tables {
   Tensor row;   // (T)
   Tensor mult;  // (Tt)
   Tensor bias;  // (Hb, Tt)
+  // FIRE's bias, which sees the query position (score_mod.h: TableIndex::kFire), or undefined:
+  Tensor fire;       // (H, G + 2) its table
+  Tensor fire_psi;   // (H, T) ψ_h(t) by distance
+  Tensor fire_norm;  // (H, T) ψ_h(max(L_h, i)) + ε by query row
 };
 
+// FIRE's per-distance and per-row tables, in float64 from the table's values (score_mod.h).
+void build_fire_tables(Tables& tab, const Tensor& table, int64_t T, at::ScalarType dtype) {
+  const Tensor f = table.to(at::kDouble).contiguous();
+  const int64_t H = f.size(0), G = f.size(1) - 2;
+  Tensor psi = at::empty({H, T}, f.options()), norm = at::empty({H, T}, f.options());
+  double* pp = psi.data_ptr<double>();
+  double* np = norm.data_ptr<double>();
+  for (int64_t h = 0; h < H; ++h) {
+    const FireRow<double> r{f.data_ptr<double>() + h * (G + 2), int(G)};
+    for (int64_t x = 0; x < T; ++x) {
+      pp[h * T + x] = r.psi(double(x));
+      np[h * T + x] = r.norm(int(x));
+    }
+  }
+  tab.fire = f.to(dtype);
+  tab.fire_psi = psi.to(dtype);
+  tab.fire_norm = norm.to(dtype);
+}
+
 // Built in float64 from score_mod.h, stored in the kernel's dtype. alibi: (H) or undefined;
-// bias_table: (H, T' >= T) or undefined (a learned distance bias).
+// bias_table: (H, T' >= T) or undefined (a learned distance bias), or FIRE's (H, G + 2).
 Tables build_tables(const ScoreMod& mod_in, int64_t T, int64_t H, int64_t pad,
                     const Tensor& alibi, const Tensor& bias_table, at::ScalarType dtype) {
   ScoreMod mod = mod_in;
@@ -53,10 +76,11 @@ Tables build_tables(const ScoreMod& mod_in, int64_t T, int64_t H, int64_t pad,
   mod.alibi_slope = nullptr;  // added below from `alibi`
   mod.bias_table = nullptr;   // added below from `bias_table`
   const int64_t Tt = T + pad;
+  const bool fire = mod_in.table_index == TableIndex::kFire && bias_table.defined();
   const double inf = std::numeric_limits<double>::infinity();
   auto f64 = at::TensorOptions().dtype(at::kDouble);
   Tensor row = at::empty({T}, f64), mult = at::empty({Tt}, f64);
-  const int64_t Hb = alibi.defined() || bias_table.defined() ? H : 1;
+  const int64_t Hb = alibi.defined() || (bias_table.defined() && !fire) ? H : 1;
   Tensor bias = at::empty({Hb, Tt}, f64);
   double* rp = row.data_ptr<double>();
   double* mp = mult.data_ptr<double>();
@@ -67,7 +91,7 @@ Tables build_tables(const ScoreMod& mod_in, int64_t T, int64_t H, int64_t pad,
     std::copy(a.data_ptr<double>(), a.data_ptr<double>() + H, slopes.begin());
   }
   Tensor learned;  // (H, T) float64
-  if (bias_table.defined()) learned = bias_table.narrow(1, 0, T).to(at::kDouble).contiguous();
+  if (bias_table.defined() && !fire) learned = bias_table.narrow(1, 0, T).to(at::kDouble).contiguous();
   const double* lp = learned.defined() ? learned.data_ptr<double>() : nullptr;
   for (int64_t i = 0; i < T; ++i) rp[i] = double(mod.scale) * row_factor<double>(mod, int(i));
   for (int64_t e = 0; e < Tt; ++e) {
@@ -79,7 +103,9 @@ Tables build_tables(const ScoreMod& mod_in, int64_t T, int64_t H, int64_t pad,
       bp[h * Tt + e] = t >= 0 ? b + l - slopes[h] * double(t) : -inf;
     }
   }
-  return {row.to(dtype), mult.to(dtype), bias.to(dtype)};
+  Tables tab{row.to(dtype), mult.to(dtype), bias.to(dtype)};
+  if (fire) build_fire_tables(tab, bias_table, T, dtype);
+  return tab;
 }
 
 struct Geometry {
@@ -136,6 +162,10 @@ Problem<T> make_problem(const Operands& ops, int64_t B, int64_t H, int64_t n_ctx
   P.mult = tab.mult.data_ptr<T>();
   P.bias = tab.bias.data_ptr<T>();
   P.bias_stride = tab.bias.size(0) > 1 ? tab.bias.size(1) : 0;
+  P.fire = tab.fire.defined() ? tab.fire.data_ptr<T>() : nullptr;
+  P.fire_len = tab.fire.defined() ? tab.fire.size(1) : 0;
+  P.fire_psi = tab.fire.defined() ? tab.fire_psi.data_ptr<T>() : nullptr;
+  P.fire_norm = tab.fire.defined() ? tab.fire_norm.data_ptr<T>() : nullptr;
   return P;
 }
 
@@ -158,6 +188,7 @@ std::pair<Tensor, Tensor> forward_impl(const Tensor& q, const Tensor& k, const T
 
 struct BackwardResult {
   Tensor dq, dk, dv, dhead, dbias;  // dbias: (H, Tt) d loss / d bias table, summed over b, i
+                                    // (FIRE: (H, G + 2), its table's gradient)
 };
 
 BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& head,
@@ -182,7 +213,7 @@ BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
   Tensor dq_parts = at::empty({C, B, H, T, D}, q.options());
   Tensor dk = at::empty({B, H, T, D}, q.options()), dv = at::empty({B, H, T, D}, q.options());
   std::vector<double> dhead(size_t(B * H * C), 0.0);
-  const int64_t Tt = tab.mult.size(0);
+  const int64_t Tt = tab.fire.defined() ? tab.fire.size(1) : tab.mult.size(0);
   Tensor dbias_parts = bias_grad ? at::empty({B, H, C, Tt}, q.options()) : Tensor();
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "fused_attention_cpu_backward", [&] {
     const auto P = make_problem<scalar_t>(ops, B, H, T, D, head, tab, g);
@@ -211,7 +242,9 @@ BackwardResult backward_impl(const Tensor& q, const Tensor& k, const Tensor& v, 
 
 // d loss/d bias_table (H, columns) from the kernel's per-entry sums (H, Tt): the kernel's table is
 // indexed by e = (T − 1) − t, so its first T entries reversed are by distance; zero for t >= T.
-Tensor table_gradient(const Tensor& dbias, int64_t T, int64_t columns, at::ScalarType dtype) {
+// FIRE's are its table's own entries.
+Tensor table_gradient(const Tensor& dbias, bool fire, int64_t T, int64_t columns, at::ScalarType dtype) {
+  if (fire) return dbias.to(dtype);
   return at::constant_pad_nd(dbias.narrow(1, 0, T).flip(1), {0, columns - T}, 0).to(dtype);
 }
 
@@ -230,6 +263,7 @@ struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionF
     ctx->saved_data["row"] = tab.row;
     ctx->saved_data["mult"] = tab.mult;
     ctx->saved_data["bias"] = tab.bias;
+    if (tab.fire.defined()) ctx->saved_data["fire"] = std::vector<Tensor>{tab.fire, tab.fire_psi, tab.fire_norm};
     ctx->saved_data["geometry"] = std::vector<int64_t>{g.Bq, g.Bk, g.Dp, g.lanes};
     return {out, lse};
   }
@@ -239,8 +273,12 @@ struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionF
     const auto saved = ctx->get_saved_variables();
     const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &head = saved[3];
     const Tensor &out = saved[4], &lse = saved[5];
-    const Tables tab{ctx->saved_data["row"].toTensor(), ctx->saved_data["mult"].toTensor(),
-                     ctx->saved_data["bias"].toTensor()};
+    Tables tab{ctx->saved_data["row"].toTensor(), ctx->saved_data["mult"].toTensor(),
+               ctx->saved_data["bias"].toTensor()};
+    if (ctx->saved_data.count("fire")) {
+      const auto fire = ctx->saved_data["fire"].toTensorVector();
+      tab.fire = fire[0], tab.fire_psi = fire[1], tab.fire_norm = fire[2];
+    }
     const auto gv = ctx->saved_data["geometry"].toIntVector();
     const Geometry g{gv[0], gv[1], gv[2], gv[3]};
     const int64_t columns = ctx->saved_data["bias_table_columns"].toInt();
@@ -249,7 +287,7 @@ struct FusedAttentionFunction : public torch::autograd::Function<FusedAttentionF
     const bool bias_grad = ctx->needs_input_grad(4) && columns > 0;
     const auto r = backward_impl(q, k, v, head, tab, g, out, lse, dout, grads[1], head_grad, bias_grad);
     const Tensor dtable =
-        bias_grad ? table_gradient(r.dbias, q.size(2), columns,
+        bias_grad ? table_gradient(r.dbias, tab.fire.defined(), q.size(2), columns,
                                    at::ScalarType(ctx->saved_data["bias_table_dtype"].toInt()))
                   : Tensor();
     return {r.dq, r.dk, r.dv, r.dhead, dtable, Tensor(), Tensor()};
@@ -293,7 +331,11 @@ Call prepare(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const S
   c.bias_table = bias_table_in;
   if (!c.bias_table.defined() && mod.bias_table)
     c.bias_table = at::from_blob(const_cast<float*>(mod.bias_table), {H, mod.bias_table_len}, at::kFloat).clone();
-  if (c.bias_table.defined() && (c.bias_table.dim() != 2 || c.bias_table.size(0) != H || c.bias_table.size(1) < T))
+  const bool fire = mod.table_index == TableIndex::kFire;
+  if (c.bias_table.defined() && fire && (c.bias_table.dim() != 2 || c.bias_table.size(0) != H || c.bias_table.size(1) < 4))
+    bad("FIRE's bias_table must be (H, G + 2 >= 4) with H = " + std::to_string(H));
+  if (c.bias_table.defined() && !fire &&
+      (c.bias_table.dim() != 2 || c.bias_table.size(0) != H || c.bias_table.size(1) < T))
     bad("bias_table must be (H, T' >= T) = (" + std::to_string(H) + ", >= " + std::to_string(T) + ")");
   c.empty = B == 0 || H == 0 || T == 0 || D == 0;
   if (c.empty) return c;
@@ -380,7 +422,8 @@ FusedCpuGradients fused_attention_cpu_backward(const Tensor& q, const Tensor& k,
   g.dk = r.dk;
   g.dv = r.dv;
   if (head_grad) g.dhead_scale = r.dhead.to(head_scale.scalar_type());
-  if (bias_grad) g.dbias_table = table_gradient(r.dbias, q.size(2), bias_table.size(1), bias_table.scalar_type());
+  if (bias_grad)
+    g.dbias_table = table_gradient(r.dbias, c.tab.fire.defined(), q.size(2), bias_table.size(1), bias_table.scalar_type());
   return g;
 }
 

@@ -211,6 +211,43 @@ using TaskCounter = std::atomic<int64_t>;
 // z ≡ c (mod C) of a head split over C tasks get similar amounts of work.
 inline int64_t zigzag(int64_t w, int64_t n) { return (w % 2 == 0) ? w / 2 : n - 1 - w / 2; }
 
+// ---- FIRE: a bias that sees the query position ---------------------------------------------------
+// Distance-only methods read a tile row's bias straight from the per-distance table; FIRE's adds
+// f_h(ψ_h(t) / N_h(i)) per pair (score_mod.h), so its rows go through a strip: one branch per tile
+// row is all the distance-only path pays.
+
+template <class T>
+FireRow<T> fire_row_of(const Problem<T>& P, int64_t h) {
+  return {P.fire + h * P.fire_len, int(P.fire_len - 2)};
+}
+
+// Row i's bias over the tile's columns j0 .. j0 + nc − 1: the distance table's plus FIRE's.
+template <class T>
+const T* fire_strip(const Problem<T>& P, int64_t h, int64_t i, int64_t j0, int64_t nc, const T* bias, T* out) {
+  const FireRow<T> r = fire_row_of(P, h);
+  const T* psi = P.fire_psi + h * P.n_ctx;
+  const T norm = P.fire_norm[h * P.n_ctx + i];
+  for (int64_t c = 0; c < nc; ++c) {
+    const int64_t t = i - (j0 + c);
+    out[c] = t >= 0 ? bias[c] + r.bias(psi[t], norm) : bias[c];  // masked pairs stay −inf
+  }
+  return out;
+}
+
+// Row i's d loss/d logit over the tile's columns (dl) into d loss/d FIRE's table (drow).
+template <class T>
+void fire_scatter(const Problem<T>& P, int64_t h, int64_t i, int64_t j0, int64_t nc, const T* dl, T* drow) {
+  const FireRow<T> r = fire_row_of(P, h);
+  const T* psi = P.fire_psi + h * P.n_ctx;
+  const T norm = P.fire_norm[h * P.n_ctx + i];
+  FireRowSums<T> sums;
+  for (int64_t c = 0; c < nc; ++c) {
+    const int64_t t = i - (j0 + c);
+    if (t >= 0) fire_pair_gradient(r, psi[t], norm, int(t), dl[c], drow, sums);
+  }
+  fire_row_gradient(r, int(i), sums, drow);
+}
+
 // ---- forward -----------------------------------------------------------------------------------
 
 // One tile row: logits in place, then the online-softmax update of (m_run, l_run, o).
@@ -256,7 +293,7 @@ ATTN_INLINE void forward_worker(const Problem<T>& P, const ForwardOut<T>& F, Tas
   const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Tp = P.Tp, Bq = P.Bq, Bk = P.Bk;
   const int64_t nq = (T_ + Bq - 1) / Bq;
   const int64_t BH = P.B * P.H, tasks = BH * nq;
-  std::vector<T> s(Bq * Bk), o(Bq * Dp), m_run(Bq), l_run(Bq), rc(Bq);
+  std::vector<T> s(Bq * Bk), o(Bq * Dp), m_run(Bq), l_run(Bq), rc(Bq), strip(P.fire ? Bk : 0);
   for (int64_t w = next++; w < tasks; w = next++) {
     // Task w: head w / nq, query block nq − 1 − w % nq (its last blocks, with the most keys,
     // first). Both threads on one head: at T = 16384 its K and V (8 MB) stay in L3 for both,
@@ -280,8 +317,9 @@ ATTN_INLINE void forward_worker(const Problem<T>& P, const ForwardOut<T>& F, Tas
       gemm<I, false>(m, nc, Dp, qi, Dp, 1, kth + j0 * Dp, Bk, s.data(), Bk);  // S = Q·Kᵀ
       for (int64_t r = 0; r < m; ++r) {
         const int64_t e0 = (T_ - 1) - (i0 + r) + j0;
-        online_softmax_row<I>(s.data() + r * Bk, nc, rc[r], P.mult + e0, bias_h + e0, m_run[r],
-                              l_run[r], o.data() + r * Dp, Dp);
+        const T* bias = P.fire ? fire_strip(P, h, i0 + r, j0, nc, bias_h + e0, strip.data()) : bias_h + e0;
+        online_softmax_row<I>(s.data() + r * Bk, nc, rc[r], P.mult + e0, bias, m_run[r], l_run[r],
+                              o.data() + r * Dp, Dp);
       }
       gemm<I, true>(m, Dp, nc, s.data(), Bk, 1, vh + j0 * Dp, Dp, o.data(), Dp);  // O += P·V
     }
@@ -327,6 +365,7 @@ ATTN_INLINE void backward_worker(const Problem<T>& P, const BackwardIO<T>& G, Ta
   const int64_t nk = P.nkb;
   const int64_t tasks = P.B * P.H * C;
   std::vector<T> s(Bq * Bk), dp(Bq * Bk), dk(Bk * Dp), dv(Bk * Dp), dq(T_ * Dp);
+  std::vector<T> strip(P.fire ? Bk : 0), dl(P.fire ? Bk : 0);  // FIRE's bias and d loss/d logit of a row
   T* gbias = nullptr;  // this task's row of G.dbias
   for (int64_t w = next++; w < tasks; w = next++) {
     const int64_t bh = w / C, c = w % C, h = bh % P.H;  // (b, h) and its key-block set c
@@ -359,10 +398,16 @@ ATTN_INLINE void backward_worker(const Problem<T>& P, const BackwardIO<T>& G, Ta
         gemm<I, false>(m, nc, Dp, doi, Dp, 1, vth + j0 * Dp, Bk, dp.data(), Bk);  // dO·Vᵀ
         for (int64_t r = 0; r < m; ++r) {
           const int64_t i = i0 + r, e0 = (T_ - 1) - i + j0;
+          const T* bias = P.fire ? fire_strip(P, h, i, j0, nc, bias_h + e0, strip.data()) : bias_h + e0;
+          T* gb = gbias ? gbias + e0 : nullptr;
+          if (P.fire && gbias) {  // the row's d loss/d logit, for fire_scatter
+            std::fill_n(dl.data(), nc, T(0));
+            gb = dl.data();
+          }
           const T g = backward_row<I, ParamGrad>(s.data() + r * Bk, dp.data() + r * Bk, nc,
-                                                 hs * P.row[i], P.mult + e0, bias_h + e0, lse[i],
-                                                 delta[i], gbias ? gbias + e0 : nullptr);
+                                                 hs * P.row[i], P.mult + e0, bias, lse[i], delta[i], gb);
           if constexpr (ParamGrad) dhead += double(g) * double(P.row[i]);
+          if (P.fire && gbias) fire_scatter(P, h, i, j0, nc, dl.data(), gbias);
         }
         gemm<I, true>(nc, Dp, m, s.data(), 1, Bk, doi, Dp, dv.data(), Dp);   // dV += Pᵀ·dO
         gemm<I, true>(nc, Dp, m, dp.data(), 1, Bk, qi, Dp, dk.data(), Dp);   // dK += dSᵀ·Q

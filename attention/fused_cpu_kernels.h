@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "attention/score_mod.h"
+
 namespace attention::fused_cpu_detail {
 
 constexpr int64_t kPadBytes = 64;  // D and key tiles padded to 64 bytes: a multiple of every W
@@ -27,6 +29,11 @@ struct Problem {
   const T* mult;           // (Tt)  distance multiplier at e = (T−1) − t
   const T* bias;           // (Hb, Tt) distance bias (ALiBi and the causal mask included)
   int64_t bias_stride;     // Tt, or 0 when every head shares one bias row
+  // FIRE's bias, which sees the query position (score_mod.h), or null: added per pair.
+  const T* fire;           // (H, fire_len) f_h on a grid, c_h, L_h
+  int64_t fire_len;        // G + 2
+  const T* fire_psi;       // (H, T) ψ_h(t)
+  const T* fire_norm;      // (H, T) ψ_h(max(L_h, i)) + ε
 };
 
 template <class T>
@@ -45,6 +52,7 @@ struct BackwardIO {
   T* dv;          // (B, H, T, D)
   double* dhead;  // (B·H·C) partial sums of d loss / d head_scale, or null
   T* dbias;       // (B·H·C, Tt) partial sums of d loss / d logit per distance entry e, or null
+                  // (FIRE: of d loss / d its table, Tt = G + 2)
   int64_t Tt;     // entries per row of dbias (the tables' length)
   int64_t C;      // key-block sets per head
 };

@@ -38,6 +38,17 @@ const std::vector<TableForm>& table_forms() {
          const auto index = torch::tensor(buckets, torch::kLong).to(v.device(), /*non_blocking=*/true);
          return v.gather(1, index.expand({v.size(0), T}));  // (H, T)
        }},
+      // FIRE: f_h, the MLP, on the grid x_g = g/(G − 1), then c_h and L_h·L_train (H, G + 2); the
+      // values are w1, b1, w2 (kFireWidth each), b2, c, L/L_train (transforms.cpp).
+      {Transform::kFire,
+       [](const Method& m, const torch::Tensor& v, int64_t) {
+         const int64_t W = kFireWidth;
+         const auto x = torch::linspace(0.0, 1.0, kFireGrid, v.options()).view({1, kFireGrid, 1});  // (1, G, 1)
+         const auto hidden =  // ReLU as clamp_min: aten::relu has no meta kernel
+             (v.narrow(1, 0, W).unsqueeze(1) * x + v.narrow(1, W, W).unsqueeze(1)).clamp_min(0.0);  // (H, G, W)
+         const auto f = (hidden * v.narrow(1, 2 * W, W).unsqueeze(1)).sum(2) + v.narrow(1, 3 * W, 1);  // (H, G)
+         return torch::cat({f, v.narrow(1, 3 * W + 1, 1), v.narrow(1, 3 * W + 2, 1) * double(m.train_context)}, 1);
+       }},
   };
   return forms;
 }
@@ -93,7 +104,7 @@ std::vector<torch::Tensor> learned_bias_table_backward(const Method& m, const st
   torch::AutoGradMode enable(true);
   std::vector<torch::Tensor> leaves;
   for (const auto& p : params) leaves.push_back(p.detach().requires_grad_(true));
-  const auto table = table_form(m).table(m, values_of(m, leaves), dtable.size(1));
+  const auto table = table_form(m).table(m, values_of(m, leaves), dtable.size(1));  // T: the table's length
   auto grads = torch::autograd::grad({table}, leaves, {dtable.to(table.options())});
   for (size_t k = 0; k < grads.size(); ++k) grads[k] = grads[k].to(params[k].options());
   return grads;

@@ -1,5 +1,5 @@
-// A learned distance bias as data: the (H, T) table b_h(t) that every kernel reads (score_mod.h's
-// bias_table), built from the transform's learned parameters by torch ops on their device (one
+// A learned bias as data: the table that every kernel reads (score_mod.h's bias_table: (H, T)
+// b_h(t), or FIRE's (H, G + 2) grid), built from the transform's learned parameters by torch ops on their device (one
 // table form per registry row, learned_bias.cpp: no copy to the host, so no wait for a GPU), and
 // differentiated by autograd. The row's float64 closed forms (transforms.h: learned_bias,
 // learned_bias_grad) are what the forms are tested against. The kernels return d loss/d table;
@@ -15,8 +15,8 @@
 namespace attention {
 
 // params: the module's learned parameters in the row's `learned` order, (H) or (H, per_head) each,
-// raised to their floors (the gradient passes the floor straight through). Returns the (H, T)
-// table on the parameters' device, float32 (float64 for float64 parameters), differentiable w.r.t.
+// raised to their floors (the gradient passes the floor straight through). Returns the (H, E)
+// table (E = learned_table_length(spec, T)) on the parameters' device, float32 (float64 for float64 parameters), differentiable w.r.t.
 // each of them; undefined when the method has no learned bias.
 torch::Tensor learned_bias_table(const Method& method, const std::vector<torch::Tensor>& params, int64_t T);
 
@@ -28,7 +28,7 @@ std::vector<torch::Tensor> learned_bias_table_backward(const Method& method, con
                                                        const torch::Tensor& dtable);
 
 // The same as a ScoreMod the statistics and the materialised decode path read: mod with its
-// bias_table pointing at `storage`, a float copy of table (H, T); mod itself when undefined.
+// bias_table pointing at `storage`, a float copy of table (H, E); mod itself when undefined.
 ScoreMod with_bias_table(ScoreMod mod, const torch::Tensor& table, std::vector<float>& storage);
 
 }  // namespace attention

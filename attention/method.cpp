@@ -35,6 +35,7 @@ const Preset kPresets[] = {
     {"kerple", Positional::kNoPE, Transform::kKerpleLog},
     {"kerple+p-rope", Positional::kPRoPE, Transform::kKerpleLog},
     {"t5", Positional::kNoPE, Transform::kT5},
+    {"fire", Positional::kNoPE, Transform::kFire},
 };
 
 const std::pair<const char*, Positional> kPositionals[] = {
@@ -309,7 +310,7 @@ double distance_multiplier(const Method& m, int64_t t) {
 double distance_bias(const Method& m, int64_t t, int64_t head) {
   const auto& spec = transform_spec(m.transform);
   double b = spec.distance_bias(m, t, head);
-  if (spec.learned_bias) {
+  if (spec.learned_bias && spec.table == TableIndex::kDistance) {  // FIRE's depends on the query too
     const std::vector<double> p = initial_learned_values(m);
     const int64_t P = learned_values_per_head(m);
     b += spec.learned_bias(m, p.data() + head * P, t);
@@ -343,9 +344,10 @@ std::vector<double> learned_bias_table_values(const Method& m, const std::vector
     throw std::invalid_argument("learned_bias_table_values: expected " + std::to_string(m.heads * P) +
                                 " learned values (H × " + std::to_string(P) + "), got " +
                                 std::to_string(values.size()));
-  std::vector<double> table(size_t(m.heads * T));
+  const int64_t E = learned_table_length(spec, T);
+  std::vector<double> table(size_t(m.heads * E));
   for (int64_t h = 0; h < m.heads; ++h)
-    for (int64_t t = 0; t < T; ++t) table[size_t(h * T + t)] = spec.learned_bias(m, values.data() + h * P, t);
+    for (int64_t e = 0; e < E; ++e) table[size_t(h * E + e)] = spec.learned_bias(m, values.data() + h * P, e);
   return table;
 }
 

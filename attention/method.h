@@ -71,13 +71,14 @@ double row_multiplier(const Method& method, int64_t n_visible);
 double distance_multiplier(const Method& method, int64_t t);
 double distance_bias(const Method& method, int64_t t, int64_t head);
 
-// ---- a learned distance bias (transforms.h: TransformSpec::learned) ---------------------------
+// ---- a learned bias (transforms.h: TransformSpec::learned) -------------------------------------
 
 // P: the learned values per head, over all of the transform's learned parameters (0 without).
 int64_t learned_values_per_head(const Method& method);
 // Their initial values, (H, P) row-major, each head's in the row's `learned` order.
 std::vector<double> initial_learned_values(const Method& method);
-// The table b_h(t), (H, T) row-major, from learned values (H, P); empty without a learned bias.
+// The table the kernels read at context T, (H, E) row-major (E = learned_table_length: T entries
+// b_h(t), or FIRE's grid, c_h and L_h), from learned values (H, P); empty without a learned bias.
 std::vector<double> learned_bias_table_values(const Method& method, const std::vector<double>& values,
                                               int64_t T);
 // Initial value of the learned per-head scale s_h (LogN: 1 / ln L); 1 without one.

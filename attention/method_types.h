@@ -13,7 +13,7 @@ namespace attention {
 enum class Positional { kNoPE, kRoPE, kPRoPE, kNTK, kYaRN, kALiBi };
 enum class PRoPEVariant { kRespread, kTruncate };
 // The logit transforms, one registry row each (transforms.cpp).
-enum class Transform { kNone, kLogN, kScaleInvariant, kInfoScale, kKerpleLog, kT5 };
+enum class Transform { kNone, kLogN, kScaleInvariant, kInfoScale, kKerpleLog, kT5, kFire };
 // Which implementation runs the attention (attention.kernel): the float64 reference, the fused
 // CPU kernel (the CUDA kernel for CUDA tensors), or the CUDA kernel.
 enum class Kernel { kReference, kFused, kCuda };
@@ -40,7 +40,7 @@ struct Method {
   bool rotary() const;             // rope, p-rope, ntk, yarn
   bool alibi() const { return positional == Positional::kALiBi; }
   // From the transform's registry row (method.cpp): a learned per-head multiplier s_h, and a
-  // learned distance bias (KERPLE-log, T5) that kernels read as score_mod.h's bias_table.
+  // learned bias (KERPLE-log, T5, FIRE) that kernels read as score_mod.h's bias_table.
   bool learned_head_scale() const;
   bool learned_bias() const;
 };

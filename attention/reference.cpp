@@ -25,6 +25,7 @@ struct ClosedForms {
   torch::Tensor bias;   // (T, T) distance bias, or undefined (= 0)
   torch::Tensor t;      // (T, T) distance i − j (0 above the diagonal), for ALiBi
   torch::Tensor t_index;  // (T·T) the same as int64, for a learned bias table; undefined without
+  bool fire = false;      // the learned table is FIRE's (H, G + 2): f_h on a grid, c_h, L_h
 
   torch::Tensor above;  // (T, T) bool, j > i
   torch::Tensor slopes; // (H) ALiBi slopes, or undefined
@@ -58,11 +59,33 @@ ClosedForms closed_forms(const Method& m, int64_t T, const torch::TensorOptions&
   }
   if (m.alibi()) c.t = t;
   if (m.learned_bias()) c.t_index = t.to(torch::kLong).flatten();
+  c.fire = transform_spec(m.transform).table == TableIndex::kFire;
   if (m.alibi()) {
     c.slopes = torch::tensor(alibi_slopes(m.heads), f64);
   }
   c.above = torch::ones({T, T}, f64.dtype(torch::kBool)).triu(1);
   return c;
+}
+
+// FIRE's bias (H', T, T) from its table (H', G + 2), straight from arXiv 2310.04418 with f_h
+// interpolated on its grid: f_h(x), x = ψ(t) / (ψ(max(L_h, i)) + ε), ψ(y) = ln(1 + c_h·y), by torch
+// ops that autograd differentiates w.r.t. the table (the kernels' hand-written gradient is checked
+// against this).
+torch::Tensor fire_bias(const torch::Tensor& table, int64_t T) {
+  const auto tb = table.to(torch::kFloat64);
+  const int64_t Hs = tb.size(0), G = tb.size(1) - 2;
+  const auto f64 = tb.options();
+  const auto c = tb.narrow(1, G, 1).view({Hs, 1, 1}), L = tb.narrow(1, G + 1, 1).view({Hs, 1, 1});
+  const auto i = torch::arange(T, f64).view({1, T, 1});
+  const auto t = (i - torch::arange(T, f64).view({1, 1, T})).clamp_min(0);  // (1, T, T)
+  const auto x = (c * t).log1p() / ((c * torch::maximum(i, L)).log1p() + double(kFireEps));  // (H', T, T)
+  const auto u = x * double(G - 1);
+  const auto cell = u.detach().floor().clamp(0, double(G - 2));
+  const auto w = u - cell;
+  const auto index = cell.to(torch::kLong).view({Hs, T * T});
+  const auto f = tb.narrow(1, 0, G);
+  const auto f0 = f.gather(1, index).view({Hs, T, T}), f1 = f.gather(1, index + 1).view({Hs, T, T});
+  return f0 + w * (f1 - f0);
 }
 
 // Masked logits (B', H', T, T) for heads [h0, h0 + H') from the raw dot products s (B', H', T, T).
@@ -78,7 +101,11 @@ torch::Tensor logits_from_dots(torch::Tensor s, const ClosedForms& c, const torc
       head_scale.defined() ? head_scale.to(torch::kFloat64).view({Hs, 1, 1}) : torch::Tensor();
   const int64_t T = s.size(2);
   torch::Tensor learned;  // (H', T, T): bias_table[h][i − j]
-  if (c.t_index.defined()) {
+  if (c.fire) {
+    if (!bias_table.defined() || bias_table.dim() != 2 || bias_table.size(0) != Hs || bias_table.size(1) < 4)
+      throw std::invalid_argument("attention reference: fire needs its table (H, G + 2 >= 4)");
+    learned = fire_bias(bias_table, T);
+  } else if (c.t_index.defined()) {
     if (!bias_table.defined() || bias_table.dim() != 2 || bias_table.size(0) != Hs || bias_table.size(1) < T)
       throw std::invalid_argument("attention reference: this method learns a distance bias and needs bias_table (H, >= T)");
     learned = bias_table.to(torch::kFloat64).index_select(1, c.t_index).view({Hs, T, T});

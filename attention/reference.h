@@ -14,7 +14,8 @@ namespace attention {
 // q, k, v: (B, H, T, D), NOT rotated (the reference applies the method's rotation itself).
 // head_scale: (H) learned per-head multiplier (LogN's s_h) or undefined (= 1).
 // bias_table: (H, T' >= T) a learned distance bias b_h(t) (learned_bias.h; its closed forms are
-// tested on their own), added at t = i − j; required when the method learns one, else unused.
+// tested on their own), added at t = i − j, or FIRE's (H, G + 2) table (score_mod.h), read by the
+// paper's formula; required when the method learns one, else unused.
 // Returns the masked logits (B, H, T, T) in float64, −inf above the diagonal.
 torch::Tensor reference_logits(const torch::Tensor& q, const torch::Tensor& k, const Method& method,
                                const torch::Tensor& head_scale = {},

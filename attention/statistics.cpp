@@ -309,7 +309,8 @@ void AttentionStatsRecorder::add(const torch::Tensor& q, const torch::Tensor& k,
   }
 
   // The score-mod's per-head parameters as the policy reads them, then its tables in float64:
-  // logit(i, t, h) = head[h]·row[i]·dist[t]·scale·(q_i·k_j) + bias[h][t]   (score_mod.h).
+  // logit(i, t, h) = head[h]·row[i]·dist[t]·scale·(q_i·k_j) + bias[h][t] + query_bias(i, t, h)
+  // (score_mod.h; the last is FIRE's, 0 for every other method).
   ScoreMod mod = mod_in;
   std::vector<float> hs, slopes;
   if (head_scale.defined()) {
@@ -349,7 +350,8 @@ void AttentionStatsRecorder::add(const torch::Tensor& q, const torch::Tensor& k,
         const int64_t i = first + r, n = i + 1;
         const double* d = dot + (bh * Q + r) * T;  // the row's dots with keys j = 0..T−1
         const double m = head[h] * row[r] * double(mod.scale);
-        for (int64_t t = 0; t < n; ++t) logit[t] = m * dist[t] * d[i - t] + bias[h * T + t];
+        for (int64_t t = 0; t < n; ++t)
+          logit[t] = m * dist[t] * d[i - t] + bias[h * T + t] + query_bias<double>(mod, int(i), int(t), int(h));
         add_row(logit.data(), n, layout_, per_head[bh]);
         if (raw_scores_) {
           for (int64_t j = 0; j < n; ++j) raw[j] = raw_scale * d[j];

@@ -131,11 +131,85 @@ TransformSpec t5() {
   return s;
 }
 
+// FIRE (Li et al. 2023, arXiv 2310.04418): s + f_h(ψ(t)/ψ(max(L_h, i))), ψ(y) = ln(1 + c_h·y), f_h a
+// 1 → kFireWidth → 1 ReLU MLP. The kernels read f_h on a grid of x ∈ [0, 1], interpolated
+// linearly (exact at the grid; a ReLU MLP is piecewise linear, so only a grid cell holding a kink
+// differs), then c_h and L_h (score_mod.h: TableIndex::kFire). Per head, as every learned
+// parameter here: FIRE shares the hidden layer, c and L across heads; per-head ones can represent
+// that. Initialised to a hinge basis (w1 = 1, b1 = −(k + ½)/width: kinks spread over [0, 1]) with
+// w2 = b2 = 0, so that a FIRE model starts as NoPE, deterministically (FIRE draws the MLP at
+// random); c = 0.1 and L = L_train/4 as FIRE's 0.1 and 512 at its 2048 (L_h is learned in units of
+// L_train, c_h ≥ 0.001 and L_h ≥ 0 before every forward).
+constexpr int64_t kFireB1 = kFireWidth, kFireW2 = 2 * kFireWidth, kFireB2 = 3 * kFireWidth;
+constexpr int64_t kFireC = kFireB2 + 1, kFireL = kFireB2 + 2;
+
+double fire_initial(int64_t parameter, int64_t k) {
+  switch (parameter) {
+    case 0: return 1.0;                                              // w1
+    case 1: return -(double(k) + 0.5) / double(kFireWidth);          // b1
+    case 4: return 0.1;                                              // c
+    case 5: return 0.25;                                             // L / L_train
+    default: return 0.0;                                             // w2, b2
+  }
+}
+
+// f_h(x_e) from head h's values p, or c_h, or L_h (in positions).
+double fire_entry(const Method& m, const double* p, int64_t e) {
+  if (e == kFireGrid) return p[kFireC];
+  if (e == kFireGrid + 1) return p[kFireL] * double(m.train_context);
+  const double x = double(e) / double(kFireGrid - 1);
+  double f = p[kFireB2];
+  for (int64_t k = 0; k < kFireWidth; ++k) f += p[kFireW2 + k] * std::max(0.0, p[k] * x + p[kFireB1 + k]);
+  return f;
+}
+
+void fire_entry_grad(const Method& m, const double* p, int64_t e, double g, double* d) {
+  if (e == kFireGrid) {
+    d[kFireC] += g;
+    return;
+  }
+  if (e == kFireGrid + 1) {
+    d[kFireL] += g * double(m.train_context);
+    return;
+  }
+  const double x = double(e) / double(kFireGrid - 1);
+  d[kFireB2] += g;
+  for (int64_t k = 0; k < kFireWidth; ++k) {
+    const double pre = p[k] * x + p[kFireB1 + k];
+    if (pre <= 0.0) continue;
+    d[kFireW2 + k] += g * pre;
+    d[k] += g * p[kFireW2 + k] * x;
+    d[kFireB1 + k] += g * p[kFireW2 + k];
+  }
+}
+
+TransformSpec fire() {
+  TransformSpec s = row(Transform::kFire, "fire",
+                        "fire (s + f_h(psi(t)/psi(max(L_h, i))), psi(y) = ln(1 + c_h·y), f_h a learned MLP)");
+  s.needs_train_context = true;
+  s.table = TableIndex::kFire;
+  s.fill = [](const Method&, ScoreMod& mod) { mod.table_index = TableIndex::kFire; };
+  s.learned = {{"fire_w1", kFireWidth, -INFINITY, [](const Method&, int64_t, int64_t k) { return fire_initial(0, k); }},
+               {"fire_b1", kFireWidth, -INFINITY, [](const Method&, int64_t, int64_t k) { return fire_initial(1, k); }},
+               {"fire_w2", kFireWidth, -INFINITY, [](const Method&, int64_t, int64_t k) { return fire_initial(2, k); }},
+               {"fire_b2", 1, -INFINITY, [](const Method&, int64_t, int64_t k) { return fire_initial(3, k); }},
+               {"fire_c", 1, 0.001, [](const Method&, int64_t, int64_t k) { return fire_initial(4, k); }},
+               {"fire_threshold", 1, 0.0, [](const Method&, int64_t, int64_t k) { return fire_initial(5, k); }}};
+  s.learned_bias = fire_entry;
+  s.learned_bias_grad = fire_entry_grad;
+  return s;
+}
+
 }  // namespace
+
+int64_t learned_table_length(const TransformSpec& spec, int64_t T) {
+  return spec.table == TableIndex::kFire ? kFireGrid + 2 : T;
+}
 
 const std::vector<TransformSpec>& transforms() {
   // Built on first use, whatever the order of static initialisation between files.
-  static const std::vector<TransformSpec> rows = {none(), logn(), scale_invariant(), infoscale(), kerple_log(), t5()};
+  static const std::vector<TransformSpec> rows = {none(), logn(), scale_invariant(), infoscale(), kerple_log(), t5(),
+                                                  fire()};
   return rows;
 }
 

@@ -43,15 +43,25 @@ struct TransformSpec {
   double (*distance_bias)(const Method& m, int64_t t, int64_t head);
   // The initial value of s_h (learned_head_scale only).
   double (*initial_head_scale)(const Method& m);
-  // A learned distance bias b_h(t) (score_mod.h's bias_table): its parameters, and in float64 its
-  // value at distance t from head h's values p (the parameters' per-head values concatenated in
-  // `learned` order) and its gradient, dp[k] += g·∂b/∂p[k]: inspect's values and the check of
-  // learned_bias.cpp's table form (the same formula as torch ops on the parameters' device, which
-  // builds the (H, T) table autograd differentiates); the kernels never see the parameters.
+  // A learned bias (score_mod.h's bias_table): its parameters, how kernels index its table
+  // (kDistance: entry t is b_h(t), T entries; kFire: f_h on kFireGrid points, then c_h and L_h),
+  // and in float64 the table's entry e from head h's values p (the parameters' per-head values
+  // concatenated in `learned` order) and its gradient, dp[k] += g·∂entry/∂p[k]: inspect's values
+  // and the check of learned_bias.cpp's table form (the same formula as torch ops on the
+  // parameters' device, which builds the (H, entries) table autograd differentiates); the kernels
+  // never see the parameters.
   std::vector<LearnedParameter> learned;
-  double (*learned_bias)(const Method& m, const double* p, int64_t t) = nullptr;
-  void (*learned_bias_grad)(const Method& m, const double* p, int64_t t, double g, double* dp) = nullptr;
+  TableIndex table = TableIndex::kDistance;
+  double (*learned_bias)(const Method& m, const double* p, int64_t e) = nullptr;
+  void (*learned_bias_grad)(const Method& m, const double* p, int64_t e, double g, double* dp) = nullptr;
 };
+
+// FIRE's table: f_h on kFireGrid points x_g = g/(kFireGrid − 1) of [0, 1] (odd spacing: the
+// initial kinks at (k + ½)/kFireWidth never fall on a grid point), and its MLP's hidden width.
+constexpr int64_t kFireGrid = 128;
+constexpr int64_t kFireWidth = 32;
+// Entries per head of a learned bias's table at context T: T by distance, kFireGrid + 2 for FIRE.
+int64_t learned_table_length(const TransformSpec& spec, int64_t T);
 
 const std::vector<TransformSpec>& transforms();
 const TransformSpec& transform_spec(Transform t);

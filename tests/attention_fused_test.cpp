@@ -43,15 +43,24 @@ Tensor some_head_scale(int64_t H, torch::Dtype dtype) {
   return (0.3 + 0.2 * torch::arange(H, torch::kFloat64)).to(dtype);
 }
 
-// A learned bias table (H, T) for the kernels: the row's table at its initial values plus a
-// fixed ripple, so that every entry differs (T5's buckets start at 0); undefined for methods
-// without a learned bias.
+// A learned bias table for the kernels: the row's table at its initial values plus a fixed
+// ripple, so that every entry differs (T5's buckets and FIRE's f start at 0); FIRE's c_h and L_h
+// (its last two entries) set apart per head, L_h between query rows (both sides of max(L_h, i));
+// undefined for methods without a learned bias.
 Tensor some_bias_table(const attention::Method& m, int64_t T, torch::Dtype dtype) {
   if (!m.learned_bias()) return {};
+  const auto& spec = attention::transform_spec(m.transform);
+  const int64_t E = attention::learned_table_length(spec, T);
   const auto values = attention::learned_bias_table_values(m, attention::initial_learned_values(m), T);
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  const Tensor ripple = 0.3 * torch::arange(m.heads * T, f64).view({m.heads, T}).mul(0.7).sin();
-  return (torch::tensor(values, f64).view({m.heads, T}) + ripple).to(dtype);
+  Tensor table = torch::tensor(values, f64).view({m.heads, E}) +
+                 0.3 * torch::arange(m.heads * E, f64).view({m.heads, E}).mul(0.7).sin();
+  if (spec.table == attention::TableIndex::kFire) {
+    const auto h = torch::arange(m.heads, f64);
+    table.select(1, E - 2).copy_(0.2 + 0.15 * h);                // c_h
+    table.select(1, E - 1).copy_(0.4 * double(T) + 0.37 + h);    // L_h
+  }
+  return table.to(dtype);
 }
 
 // A module's learned bias parameters moved away from their init (every value different), the
@@ -60,8 +69,9 @@ void move_learned_bias(const std::vector<attention::CausalAttention*>& modules) 
   torch::NoGradGuard g;
   for (auto* m : modules)
     for (auto& p : (*m)->learned_bias_params) {
-      const auto ramp = torch::arange(p.numel(), torch::kFloat64).view(p.sizes());
-      p.copy_(p.to(torch::kFloat64) * 0.8 + 0.05 * ramp + 0.1);
+      // A ramp to 0.15 over the parameter's values: FIRE's 32 hidden units per head stay of order 1.
+      const auto ramp = torch::arange(p.numel(), torch::kFloat64).view(p.sizes()) / double(p.numel());
+      p.copy_(p.to(torch::kFloat64) * 0.8 + 0.15 * ramp + 0.1);
     }
 }
 
@@ -322,7 +332,7 @@ TEST(AttentionFused, ModuleFusedMatchesModuleReference) {
 }
 
 TEST(AttentionFused, ModuleGradcheckThroughRotationFloat64) {
-  for (const char* preset : {"logn+p-rope", "yarn", "si+rope", "kerple+p-rope", "t5"}) {
+  for (const char* preset : {"logn+p-rope", "yarn", "si+rope", "kerple+p-rope", "t5", "fire"}) {
     const int64_t H = 2, D = 8, L = 4, T = 20;  // T > 16: two of T5's logarithmic buckets
     attention::CausalAttention attn(options(preset, H, D, L, "fused"));
     attn->to(torch::kFloat64);
@@ -334,7 +344,7 @@ TEST(AttentionFused, ModuleGradcheckThroughRotationFloat64) {
                                   torch::randn({1, H, T, D}, torch::kFloat64)};
     auto f = [&](const std::vector<Tensor>& in) { return (attn->forward(in[0], in[1], in[2]) * wo).sum(); };
     gradcheck(f, inputs, preset);
-    // d loss / d the method's learned parameters (logn_scale; kerple_r1, kerple_r2; t5_bias,
+    // d loss / d the method's learned parameters (logn_scale; kerple_r1, kerple_r2; t5_bias; fire_*,
     // through the table learned_bias.h builds) by finite differences on every value.
     std::vector<std::pair<std::string, Tensor>> learned;
     if (attn->logn_scale.defined()) learned.push_back({"logn_scale", attn->logn_scale});

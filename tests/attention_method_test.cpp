@@ -102,11 +102,12 @@ TEST(AttentionMethod, EveryRegistryTransformMatchesThePolicyAndTheReference) {
       const std::vector<double> table =
           attention::learned_bias_table_values(m, attention::initial_learned_values(m), T);  // (H, T)
       const std::vector<float> table_f(table.begin(), table.end());
+      const int64_t E = attention::learned_table_length(spec, T);
       torch::Tensor bias;
       if (!table.empty()) {
         mod.bias_table = table_f.data();
-        mod.bias_table_len = T;
-        bias = torch::tensor(table, torch::kFloat64).view({H, T});
+        mod.bias_table_len = int(E);
+        bias = torch::tensor(table, torch::kFloat64).view({H, E});
       }
       EXPECT_EQ(m.learned_bias(), spec.learned_bias != nullptr) << spec.name;
       EXPECT_EQ(m.learned_bias(), !spec.learned.empty()) << spec.name;
@@ -153,7 +154,8 @@ TEST(AttentionMethod, EveryLearnedBiasRowGradientMatchesFiniteDifferences) {
     const int64_t P = attention::learned_values_per_head(m);
     std::vector<double> p = attention::initial_learned_values(m);
     for (size_t e = 0; e < p.size(); ++e) p[e] = 0.7 * p[e] + 0.3 + 0.01 * double(e);
-    for (int64_t t : {0, 1, 7, 15, 16, 40, 127, 128, 1000}) {
+    for (int64_t t : {0, 1, 7, 15, 16, 40, 127, 128, 129, 1000}) {  // FIRE's entries: 130
+      if (t >= attention::learned_table_length(spec, 1001)) continue;
       std::vector<double> d(size_t(P), 0.0);
       spec.learned_bias_grad(m, p.data() + P, t, 1.0, d.data());  // head 1
       for (int64_t k = 0; k < P; ++k) {
@@ -180,11 +182,12 @@ TEST(AttentionMethod, EveryLearnedBiasRowGradientMatchesFiniteDifferences) {
     }
     const auto table = attn->bias_table(200).to(torch::kFloat64);
     const auto want = attention::learned_bias_table_values(m, p, 200);
-    for (int64_t e = 0; e < 400; ++e)
+    ASSERT_EQ(table.numel(), int64_t(want.size())) << spec.name;
+    for (int64_t e = 0; e < table.numel(); ++e)
       ASSERT_NEAR(table.view(-1)[e].item<double>(), want[size_t(e)], 1e-6 * (1 + std::abs(want[size_t(e)])))
           << spec.name << " entry " << e;
   }
-  EXPECT_GE(rows, 2);  // kerple-log and t5-bias
+  EXPECT_GE(rows, 3);  // kerple-log, t5-bias, fire
 }
 
 // learned_bias.cpp's table forms (torch ops, differentiated by autograd) against each row's float64
@@ -199,6 +202,7 @@ TEST(AttentionMethod, LearnedBiasTablesAreBuiltOnTheParametersDevice) {
     ++rows;
     const Method m = attention::resolve_method(learned_row_options(spec, 3));
     const int64_t H = 3, T = 300, P = attention::learned_values_per_head(m);
+    const int64_t E = attention::learned_table_length(spec, T);  // T, or FIRE's 130
     std::vector<double> p = attention::initial_learned_values(m);
     for (size_t e = 0; e < p.size(); ++e) p[e] = 0.6 * p[e] + 0.2 + 0.013 * double(e);
     // The parameters as the module holds them, one tensor per `learned` entry; the first value of
@@ -218,18 +222,18 @@ TEST(AttentionMethod, LearnedBiasTablesAreBuiltOnTheParametersDevice) {
       column += lp.per_head;
     }
     const auto table = attention::learned_bias_table(m, params, T);
-    ASSERT_EQ(table.sizes(), (std::vector<int64_t>{H, T})) << spec.name;
+    ASSERT_EQ(table.sizes(), (std::vector<int64_t>{H, E})) << spec.name;
     ASSERT_EQ(table.scalar_type(), torch::kFloat64) << spec.name;
     const auto want = attention::learned_bias_table_values(m, floored, T);
-    for (int64_t e = 0; e < H * T; ++e)
+    for (int64_t e = 0; e < H * E; ++e)
       ASSERT_NEAR(table.view(-1)[e].item<double>(), want[size_t(e)], 1e-12 * (1 + std::abs(want[size_t(e)])))
           << spec.name << " entry " << e;
     // ⟨G, table⟩'s gradient against the closed form's, with G varied over every entry.
-    const auto G = torch::sin(torch::arange(H * T, torch::kFloat64) * 0.37).view({H, T});
+    const auto G = torch::sin(torch::arange(H * E, torch::kFloat64) * 0.37).view({H, E});
     const auto grads = torch::autograd::grad({(table * G).sum()}, params);
     std::vector<double> closed(size_t(H * P), 0.0);
     for (int64_t h = 0; h < H; ++h)
-      for (int64_t t = 0; t < T; ++t)
+      for (int64_t t = 0; t < E; ++t)
         spec.learned_bias_grad(m, floored.data() + h * P, t, G[h][t].item<double>(), closed.data() + h * P);
     const auto backward = attention::learned_bias_table_backward(m, params, G);
     column = 0;
@@ -249,9 +253,56 @@ TEST(AttentionMethod, LearnedBiasTablesAreBuiltOnTheParametersDevice) {
     for (const auto& q : params) meta.push_back(torch::empty(q.sizes(), q.options().device(torch::kMeta)));
     const auto on_meta = attention::learned_bias_table(m, meta, T);
     EXPECT_EQ(on_meta.device().type(), torch::kMeta) << spec.name;
-    EXPECT_EQ(on_meta.sizes(), (std::vector<int64_t>{H, T})) << spec.name;
+    EXPECT_EQ(on_meta.sizes(), (std::vector<int64_t>{H, E})) << spec.name;
   }
-  EXPECT_GE(rows, 2);  // kerple-log and t5-bias
+  EXPECT_GE(rows, 3);  // kerple-log, t5-bias, fire
+}
+
+// FIRE's bias as the kernels read it (score_mod.h: f_h on kFireGrid points, linear between them)
+// against the paper's MLP evaluated exactly at x = ψ(t)/ψ(max(L, i)): equal within the lerp's
+// bound, which for a piecewise-linear f is (cell width / 4)·Σ_k |slope jump of unit k| =
+// (1 / (4·(G − 1)))·Σ_k |w2_k·w1_k|; at query rows on both sides of the threshold. And a FIRE model
+// starts as NoPE: its bias is 0 everywhere at the initial values.
+TEST(AttentionMethod, FireBiasIsThePapersMlpWithinItsGrid) {
+  const auto& spec = attention::transform_spec(attention::Transform::kFire);
+  const Method m = attention::resolve_method(learned_row_options(spec, 2));
+  const int64_t P = attention::learned_values_per_head(m), W = attention::kFireWidth;
+  std::vector<double> p;  // w1, b1, w2 (W each), b2, c, L / L_train per head
+  for (int64_t h = 0; h < 2; ++h) {
+    for (int64_t k = 0; k < W; ++k) p.push_back(1.5 * std::sin(0.9 * double(k + h)) + 0.2);
+    for (int64_t k = 0; k < W; ++k) p.push_back(0.8 * std::cos(1.3 * double(k)));
+    for (int64_t k = 0; k < W; ++k) p.push_back(0.7 * std::sin(0.4 * double(k) + double(h)));
+    p.insert(p.end(), {0.3, 0.05 + 0.1 * double(h), 0.4});
+  }
+  ASSERT_EQ(int64_t(p.size()), 2 * P);
+  const std::vector<double> table = attention::learned_bias_table_values(m, p, 1);
+  const std::vector<float> table_f(table.begin(), table.end());
+  attention::ScoreMod mod = attention::score_mod(m, 1000);
+  mod.bias_table = table_f.data();
+  mod.bias_table_len = int(attention::learned_table_length(spec, 1000));
+  const double L = 0.4 * double(m.train_context);
+  for (int64_t h = 0; h < 2; ++h) {
+    const double* v = p.data() + h * P;
+    double jumps = 0;
+    for (int64_t k = 0; k < W; ++k) jumps += std::abs(v[k] * v[2 * W + k]);
+    const double bound = jumps / (4.0 * double(attention::kFireGrid - 1)) + 1e-4;
+    double worst = 0;
+    for (int i : {0, 3, 50, int(L) + 1, 400, 999})
+      for (int t = 0; t <= i; t += 1 + t / 7) {
+        const double c = v[3 * W + 1];
+        const double x = std::log1p(c * t) / (std::log1p(c * std::max(L, double(i))) + double(attention::kFireEps));
+        double exact = v[3 * W];
+        for (int64_t k = 0; k < W; ++k) exact += v[2 * W + k] * std::max(0.0, v[k] * x + v[W + k]);
+        const double policy = attention::query_bias<double>(mod, i, t, int(h));
+        worst = std::max(worst, std::abs(policy - exact));
+        ASSERT_NEAR(policy, exact, bound) << "h=" << h << " i=" << i << " t=" << t;
+      }
+    EXPECT_GT(worst, 1e-6) << "the grid is exact everywhere: the bound is not being exercised";
+  }
+  // At the initial values f = 0: a FIRE model starts as NoPE.
+  const std::vector<double> initial = attention::learned_bias_table_values(m, attention::initial_learned_values(m), 1);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t g = 0; g < attention::kFireGrid; ++g) EXPECT_EQ(initial[size_t(h * (attention::kFireGrid + 2) + g)], 0.0);
 }
 
 TEST(AttentionMethod, KerpleLogBiasInitAndClamp) {

@@ -43,7 +43,26 @@ const std::map<std::string, std::pair<std::string, std::string>> kPresets = {
     {"kerple", {"nope", "kerple-log"}},
     {"kerple+p-rope", {"p-rope", "kerple-log"}},
     {"t5", {"nope", "t5-bias"}},
+    {"fire", {"nope", "fire"}},
 };
+
+// FIRE's bias (Li et al. 2023, arXiv 2310.04418) of query i at distance t: the MLP
+// f(x) = b2 + Σ_k w2_k·max(0, w1_k·x + b1_k) at x = ln(1 + c·t) / (ln(1 + c·max(L, i)) + ε),
+// as the kernels see it: f on 128 points of [0, 1], linear between them. p: w1, b1, w2 (32 each),
+// b2, c, L / L_train.
+double formula_fire(const double* p, double L_train, double i, double t) {
+  auto mlp = [&](double x) {
+    double f = p[96];
+    for (int k = 0; k < 32; ++k) f += p[64 + k] * std::max(0.0, p[k] * x + p[32 + k]);
+    return f;
+  };
+  const double c = p[97], L = p[98] * L_train;
+  const double x = std::log(1 + c * t) / (std::log(1 + c * std::max(L, i)) + double(1e-6f));
+  const double u = x * 127;
+  const int g = std::min(int(u), 126);
+  const double w = u - g;
+  return (1 - w) * mlp(g / 127.0) + w * mlp((g + 1) / 127.0);
+}
 
 // T5's causal bucket of distance t (Raffel et al. 2020; HF transformers'
 // _relative_position_bucket(bidirectional=False, num_buckets=32, max_distance=128)).
@@ -176,6 +195,7 @@ std::pair<torch::Tensor, torch::Tensor> formula_attention(const torch::Tensor& q
           }
           if (s.transform == "kerple-log") bias = -hs[2 * h] * std::log(1 + hs[2 * h + 1] * t);  // r1, r2
           if (s.transform == "t5-bias") bias = hs[size_t(32 * h + formula_t5_bucket(int64_t(t)))];
+          if (s.transform == "fire") bias = formula_fire(hs.data() + 99 * h, double(s.L), double(i), t);
           if (s.positional == "alibi") bias -= slopes[h] * t;
           logit[j] = mult * sc + bias;
         }
@@ -234,9 +254,18 @@ void check_against_formula(const std::string& preset, Spec s, int64_t B, int64_t
     for (int64_t h = 0; h < s.H; ++h) hs.push_back(0.3 + 0.5 * h), hs.push_back(0.9 - 0.2 * h);
   if (s.transform == "t5-bias")
     for (int64_t e = 0; e < 32 * s.H; ++e) hs.push_back(std::sin(0.7 * double(e)));
+  if (s.transform == "fire")  // w1, b1, w2 (32 each), b2, c, L / L_train per head
+    for (int64_t h = 0; h < s.H; ++h) {
+      for (int k = 0; k < 32; ++k) hs.push_back(1.0 + 0.1 * std::sin(double(k)));
+      for (int k = 0; k < 32; ++k) hs.push_back(-(k + 0.5) / 32 + 0.05 * std::cos(double(k)));
+      for (int k = 0; k < 32; ++k) hs.push_back(0.3 * std::sin(0.7 * k + double(h)));
+      hs.insert(hs.end(), {0.1 * double(h), 0.1 + 0.05 * double(h), 0.3 + 0.1 * double(h)});
+    }
   torch::Tensor bias;
-  if (method.learned_bias())
-    bias = torch::tensor(attention::learned_bias_table_values(method, hs, T), torch::kFloat64).view({s.H, T});
+  if (method.learned_bias()) {
+    const auto table = attention::learned_bias_table_values(method, hs, T);
+    bias = torch::tensor(table, torch::kFloat64).view({s.H, int64_t(table.size()) / s.H});
+  }
   const auto [want_out, want_lse] = formula_attention(q, k, v, s, hs);
   const auto [out, lse] = attention::reference_attention_with_lse(q, k, v, method, head, bias);
   const std::string what = preset + (transform_override.empty() ? "" : "/" + transform_override) +

@@ -21,7 +21,8 @@ const std::map<std::string, std::string> kMethodColors = {
     {"p-rope", "#CC79A7"},     {"nope", "#E69F00"},      {"yarn", "#56B4E9"},
     {"rope+ntk", "#332288"},   {"logn+rope", "#882255"}, {"logn+p-rope", "#999933"},
     {"logn+ntk", "#44AA99"},   {"si+rope", "#117733"},   {"si+nope", "#AA4499"},
-    {"kerple", "#DDCC77"},     {"kerple+p-rope", "#000000"}, {"t5", "#6699CC"}};
+    {"kerple", "#DDCC77"},     {"kerple+p-rope", "#000000"}, {"t5", "#6699CC"},
+    {"fire", "#88CCEE"}};
 
 constexpr const char* kStandardTheory = "#555555";
 constexpr const char* kLognTheory = "#661100";

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attention/cuda/fused_attention.cuh"
+#include "attention/cuda/kernel_limits.h"
 
 namespace attention::cuda {
 namespace {
@@ -119,11 +120,11 @@ Gradients fused_attention_backward_pass(const torch::Tensor& q, const torch::Ten
   g.dk = torch::empty_like(k);
   g.dv = torch::empty_like(v);
   if (head_scale.defined()) g.dhead_scale = torch::empty_like(head_scale);  // (H)
-  // (H, T): d loss/d logit summed per distance = d loss/d bias_table.
-  if (bias_table.defined())
-    g.dbias_table = torch::empty({q.size(1), q.size(2)}, q.options().dtype(torch::kFloat32));
 
   FusedArgs args = make_args(q, k, v, mod, head_scale, alibi_slope, bias_table);
+  // d loss/d bias_table: (H, T), d loss/d logit summed per distance, or a FIRE table's (H, G + 2).
+  if (bias_table.defined())
+    g.dbias_table = torch::empty({q.size(1), bias_gradient_len(args)}, q.options().dtype(torch::kFloat32));
   args.o = forward.o.data_ptr();
   args.lse = forward.lse.data_ptr<float>();
   args.fixed_logit_mean =
@@ -236,9 +237,16 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
     alibi_slope_arg = alibi_slope;
   }
   if (bias_table.defined()) {
-    TORCH_CHECK(bias_table.dim() == 2 && bias_table.size(0) == q.size(1) && bias_table.size(1) == q.size(2),
-                "fused_attention: bias_table must have shape (H, T) = (", q.size(1), ", ", q.size(2), "), got ",
-                bias_table.sizes());
+    if (mod.table_index == TableIndex::kFire) {  // FIRE: (H, G + 2), whatever T
+      TORCH_CHECK(bias_table.dim() == 2 && bias_table.size(0) == q.size(1) &&
+                      supported_fire_table_len(bias_table.size(1)),
+                  "fused_attention: a FIRE bias_table must have shape (H, G + 2) = (", q.size(1), ", G + 2) with ",
+                  kMinFireGrid, " <= G <= ", kMaxFireGrid, ", got ", bias_table.sizes());
+    } else {
+      TORCH_CHECK(bias_table.dim() == 2 && bias_table.size(0) == q.size(1) && bias_table.size(1) == q.size(2),
+                  "fused_attention: bias_table must have shape (H, T) = (", q.size(1), ", ", q.size(2), "), got ",
+                  bias_table.sizes());
+    }
     TORCH_CHECK(bias_table.scalar_type() == torch::kFloat32 && bias_table.device() == q.device(),
                 "fused_attention: bias_table must be float32 on ", q.device());
     bias_table_arg = bias_table;

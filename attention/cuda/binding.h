@@ -18,8 +18,10 @@ namespace attention::cuda {
 //   head_scale   undefined, or (H) float32 on q's device (learned per-head multiplier; may
 //                require grad)
 //   alibi_slope  undefined, or (H) float32 on q's device (must not require grad)
-//   bias_table   undefined, or (H, T) float32 on q's device: a learned distance bias b_h(t)
-//                (attention/learned_bias.h; may require grad, its gradient is d loss/d table)
+//   bias_table   undefined, or float32 on q's device, read as mod.table_index says (score_mod.h):
+//                kDistance: (H, T), a learned distance bias b_h(t); kFire: (H, G + 2), FIRE's f_h on
+//                G grid points then c_h and L_h, 2 <= G <= kMaxFireGrid (kernel_limits.h). Built by
+//                attention/learned_bias.h; may require grad, its gradient is d loss/d table
 //
 // Returns o: (B, H, T, D), q's dtype. Non-contiguous inputs are copied.
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -29,7 +31,7 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
 // The two passes without autograd, for a caller that keeps the graph itself (the PyTorch operator,
 // python/csrc/operator.cpp); arguments as above, already checked by the caller. The backward takes
 // the forward's outputs and d loss/d o (the kernels have no d loss/d lse); dhead_scale and
-// dbias_table are defined where head_scale and bias_table are.
+// dbias_table are defined where head_scale and bias_table are, shaped like them.
 struct ForwardPass {
   torch::Tensor o;                 // (B, H, T, D), q's dtype
   torch::Tensor lse;               // (B, H, T) float32

@@ -17,6 +17,13 @@
 // Within a tile pair i − j takes only 64 + 64 − 1 values, so each tile pair first tabulates the
 // distance terms in shared memory (127 transcendental evaluations instead of 4096), and each row's
 // head_scale · row_factor · scale lives in a register (forward) or shared memory (backward).
+//
+// FIRE (has_query_bias: a bias that depends on the query row too) is the kernels' QueryBias
+// instantiation, so that distance-only methods run exactly the code they ran without it: ψ(t) is
+// tabulated per tile pair beside the distance terms, the normaliser per query row, the head's table
+// row copied to shared memory, and the bias interpolated per pair; the backward pass gathers
+// d loss/d table in shared memory (shared-memory atomics) and adds it to the (H, G + 2) gradient
+// once per block.
 #include "attention/cuda/fused_attention.cuh"
 #include "attention/cuda/fused_attention_tc.cuh"
 #include "attention/cuda/kernel_limits.h"
@@ -143,6 +150,31 @@ __device__ void fill_distance_table(float* factor, float* bias, const ScoreMod& 
 
 __device__ __forceinline__ int distance_index(int r, int c) { return r - c + kBlockK - 1; }
 
+// ---------------------------------------------------------------------------------------------
+// FIRE (the QueryBias instantiations only).
+
+// ψ(t) of the FIRE table for the entries of fill_distance_table (same distances, same clamping).
+__device__ void fill_psi_table(float* psi, const FireRow<float>& fire, int i0, int j0, int seq_len) {
+  const int t_first = i0 - j0 - (kBlockK - 1);
+  for (int k = threadIdx.x; k < kDistances; k += kThreads)
+    psi[k] = fire.psi(static_cast<float>(table_distance(k + t_first, seq_len)));
+}
+
+// One entry of d loss/d table in shared memory: fire_pair_gradient and fire_row_gradient add to it
+// through shared-memory atomics (the pairs of many threads fall on the same grid points).
+struct SharedAtomic {
+  float value;
+  __device__ explicit SharedAtomic(float x) : value(x) {}
+  __device__ void operator+=(SharedAtomic x) { atomicAdd(&value, x.value); }
+  __device__ void operator-=(SharedAtomic x) { atomicAdd(&value, -x.value); }
+};
+static_assert(sizeof(SharedAtomic) == sizeof(float), "a float in shared memory");
+
+// Floats of shared memory for one FIRE table row (G + 2), rounded up to keep float4 alignment.
+__host__ __device__ size_t fire_row_floats(const ScoreMod& mod) {
+  return (static_cast<size_t>(mod.bias_table_len) + 3) / 4 * 4;
+}
+
 // acc[a][b] = Σ_d A[ty + 16a][d] · B[tx + 16b][d] for two (64, D + kPad) tiles: one thread's part of
 // A·Bᵀ (Q·Kᵀ or dO·Vᵀ).
 template <int D>
@@ -221,8 +253,14 @@ constexpr size_t forward_smem_bytes() {
                           + 2 * kDistanceTableLen);                                 // distance
 }
 
-// One block per (64-query tile, batch·head). Grid: (ceil(T / 64), B·H).
-template <class Elem, int D>
+// What the QueryBias instantiation adds at the end: ψ per distance, the table row.
+size_t fire_forward_smem_bytes(const ScoreMod& mod) {
+  return sizeof(float) * (kDistanceTableLen + fire_row_floats(mod));
+}
+
+// One block per (64-query tile, batch·head). Grid: (ceil(T / 64), B·H). QueryBias: mod has a FIRE
+// table (has_query_bias), added per pair.
+template <class Elem, int D, bool QueryBias>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(const Elem* __restrict__ q,  // (B, H, T, D)
                    const Elem* __restrict__ k,  // (B, H, T, D)
@@ -241,6 +279,8 @@ __global__ void __launch_bounds__(kThreads)
   float* p_tile = v_tile + kBlockK * kLd;               // (64, 64 + pad) probabilities
   float* dist_factor = p_tile + kBlockQ * kPTileLd;     // (kDistances)
   float* dist_bias = dist_factor + kDistanceTableLen;   // (kDistances)
+  float* fire_psi = dist_bias + kDistanceTableLen;      // (kDistances) ψ(t), QueryBias only
+  float* fire_f = fire_psi + kDistanceTableLen;         // (G + 2) the head's FIRE row, QueryBias only
 
   // Causal work grows with the query tile index: launch the longest tiles first.
   const int q_tile_index = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
@@ -263,6 +303,17 @@ __global__ void __launch_bounds__(kThreads)
     const float factor = row_factor<float>(mod, i0 + ty + 16 * a);
     row_coef[a] = head_scale * factor * mod.scale;
     row_fixed[a] = factor * mod.scale;
+  }
+
+  // FIRE: the table row read per pair goes to shared memory (visible after the first tile's
+  // barrier); the normaliser of each owned row stays in a register.
+  const FireRow<float> fire = fire_row(mod, head);  // global memory: tables and row terms
+  const FireRow<float> fire_s{fire_f, fire.G};      // shared memory: per pair
+  float row_norm[kRowsPerThread];
+  if constexpr (QueryBias) {
+    for (int n = threadIdx.x; n < fire.G + 2; n += kThreads) fire_f[n] = fire.f[n];
+#pragma unroll
+    for (int a = 0; a < kRowsPerThread; ++a) row_norm[a] = fire.norm(i0 + ty + 16 * a);
   }
 
   load_tile<kBlockQ, D>(q_tile, q + head_offset, i0, seq_len);
@@ -291,6 +342,7 @@ __global__ void __launch_bounds__(kThreads)
     load_tile<kBlockK, D>(k_tile, k + head_offset, j0, seq_len);
     load_tile<kBlockK, D>(v_tile, v + head_offset, j0, seq_len);
     fill_distance_table(dist_factor, dist_bias, mod, i0, j0, head, seq_len);
+    if constexpr (QueryBias) fill_psi_table(fire_psi, fire, i0, j0, seq_len);
     __syncthreads();  // q (first pass), k, v and the tables are in place
 
     float score[kRowsPerThread][kColsPerThread];  // raw q_i·k_j, then the logits
@@ -309,8 +361,9 @@ __global__ void __launch_bounds__(kThreads)
         const int dist = distance_index(r, c);
         const bool visible = j <= i && j < seq_len;
         fixed_logit[a][b] = row_fixed[a] * dist_factor[dist] * score[a][b];
-        score[a][b] = visible ? row_coef[a] * dist_factor[dist] * score[a][b] + dist_bias[dist]
-                              : kNegInf;
+        float bias = dist_bias[dist];
+        if constexpr (QueryBias) bias += fire_s.bias(fire_psi[dist], row_norm[a]);
+        score[a][b] = visible ? row_coef[a] * dist_factor[dist] * score[a][b] + bias : kNegInf;
         tile_max = fmaxf(tile_max, score[a][b]);
       }
       const float new_max = fmaxf(row_max[a], row_max16(tile_max));
@@ -404,10 +457,17 @@ constexpr size_t backward_smem_bytes() {
                           + kDistanceTableLen);          // d loss/d logit per distance
 }
 
+// What the QueryBias instantiation adds at the end: ψ per distance, the normaliser per query row,
+// the table row and its gradient.
+size_t fire_backward_smem_bytes(const ScoreMod& mod) {
+  return sizeof(float) * (kDistanceTableLen + kBlockQ + 2 * fire_row_floats(mod));
+}
+
 // One block per (64-key tile, batch·head): dk and dv of the tile accumulate in registers over the
 // query tiles at and below the diagonal; dq is accumulated across blocks with fp32 atomics into
-// dq_accum (zeroed beforehand). Grid: (ceil(T / 64), B·H).
-template <class Elem, int D>
+// dq_accum (zeroed beforehand). Grid: (ceil(T / 64), B·H). QueryBias: mod has a FIRE table; its
+// gradient (H, G + 2) goes to dbias_by_distance.
+template <class Elem, int D, bool QueryBias>
 __global__ void __launch_bounds__(kThreads)
     backward_kernel(const Elem* __restrict__ q,       // (B, H, T, D)
                     const Elem* __restrict__ k,       // (B, H, T, D)
@@ -420,7 +480,7 @@ __global__ void __launch_bounds__(kThreads)
                     Elem* __restrict__ dk,            // (B, H, T, D)
                     Elem* __restrict__ dv,            // (B, H, T, D)
                     float* __restrict__ dhead_scale,  // (H) zeroed, or null
-                    float* __restrict__ dbias_by_distance,  // (H, T) zeroed, or null
+                    float* __restrict__ dbias_by_distance,  // (H, T) or (H, G + 2) zeroed, or null
                     int heads, int seq_len, ScoreMod mod) {
   constexpr int kLd = D + kPad;
   constexpr int kColGroups = D / 64;
@@ -441,6 +501,11 @@ __global__ void __launch_bounds__(kThreads)
   float* row_fixed_mean = row_fixed + kBlockQ;          // (64) Σ_j P_ij · fixed logit
   float* reduce_scratch = row_fixed_mean + kBlockQ;     // (kThreads / 32)
   float* dist_grad = reduce_scratch + kThreads / 32;    // (kDistances) Σ dLogit per distance
+  float* fire_psi = dist_grad + kDistanceTableLen;      // (kDistances) ψ(t), QueryBias only
+  float* fire_norm = fire_psi + kDistanceTableLen;      // (64) normaliser per query row, QueryBias only
+  float* fire_f = fire_norm + kBlockQ;                  // (G + 2) the head's FIRE row, QueryBias only
+  SharedAtomic* fire_grad =                             // (G + 2) its d loss/d table, QueryBias only
+      reinterpret_cast<SharedAtomic*>(fire_f + fire_row_floats(mod));
 
   const int k_tile_index = blockIdx.x;  // tile 0 has the most query tiles: launched first
   const int j0 = k_tile_index * kBlockK;
@@ -452,7 +517,17 @@ __global__ void __launch_bounds__(kThreads)
   const int ty = threadIdx.x / 16;
   const float head_scale = mod.head_scale ? mod.head_scale[head] : 1.f;
   const bool want_dhead_scale = mod.head_scale != nullptr && dhead_scale != nullptr;
-  const bool want_dbias = mod.bias_table != nullptr && dbias_by_distance != nullptr;
+  // A distance table's gradient per distance; a FIRE table's (QueryBias) per grid point, c and L.
+  const bool want_dbias = !QueryBias && mod.bias_table != nullptr && dbias_by_distance != nullptr;
+  const bool want_dfire = QueryBias && dbias_by_distance != nullptr;
+  const FireRow<float> fire = fire_row(mod, head);  // global memory: tables and row terms
+  const FireRow<float> fire_s{fire_f, fire.G};      // shared memory: per pair
+  if constexpr (QueryBias) {  // visible after the first query tile's barrier
+    for (int n = threadIdx.x; n < fire.G + 2; n += kThreads) {
+      fire_f[n] = fire.f[n];
+      fire_grad[n].value = 0.f;
+    }
+  }
 
   load_tile<kBlockK, D>(k_tile, k + head_offset, j0, seq_len);
   load_tile<kBlockK, D>(v_tile, v + head_offset, j0, seq_len);
@@ -482,12 +557,14 @@ __global__ void __launch_bounds__(kThreads)
     load_tile<kBlockQ, D>(q_tile, q + head_offset, i0, seq_len);
     load_tile<kBlockQ, D>(do_tile, d_o + head_offset, i0, seq_len);
     fill_distance_table(dist_factor, dist_bias, mod, i0, j0, head, seq_len);
+    if constexpr (QueryBias) fill_psi_table(fire_psi, fire, i0, j0, seq_len);
     if (want_dbias)
       for (int d = threadIdx.x; d < kDistances; d += kThreads) dist_grad[d] = 0.f;
     for (int r = threadIdx.x; r < kBlockQ; r += kThreads) {
       const int i = i0 + r;
       const bool valid = i < seq_len;
       const float factor = row_factor<float>(mod, i);
+      if constexpr (QueryBias) fire_norm[r] = fire.norm(i);
       row_lse[r] = valid ? lse[row_offset + i] : 0.f;
       row_delta[r] = valid ? delta[row_offset + i] : 0.f;
       row_coef[r] = head_scale * factor * mod.scale;  // same expression as the forward pass
@@ -505,6 +582,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int a = 0; a < kRowsPerThread; ++a) {
       const int r = ty + 16 * a;
       const int i = i0 + r;
+      FireRowSums<float> fire_sums;  // this thread's part of row i's FIRE sums (QueryBias)
 #pragma unroll
       for (int b = 0; b < kColsPerThread; ++b) {
         const int c = tx + 16 * b;
@@ -512,14 +590,29 @@ __global__ void __launch_bounds__(kThreads)
         const int dist = distance_index(r, c);
         const bool visible = j <= i && i < seq_len;  // implies j < T
         const float factor = dist_factor[dist];
-        const float logit = row_coef[r] * factor * score[a][b] + dist_bias[dist];
+        float bias = dist_bias[dist];
+        if constexpr (QueryBias) bias += fire_s.bias(fire_psi[dist], fire_norm[r]);
+        const float logit = row_coef[r] * factor * score[a][b] + bias;
         const float p = visible ? expf(logit - row_lse[r]) : 0.f;
         const float dlogit = p * (dprob[a][b] - row_delta[r]);
         const float fixed_logit = row_fixed[r] * factor * score[a][b];
         dhead_scale_part += p * (fixed_logit - row_fixed_mean[r]) * dprob[a][b];
         if (want_dbias && visible) atomicAdd(dist_grad + dist, dlogit);  // shared-memory atomic
+        if constexpr (QueryBias) {
+          if (want_dfire && visible)
+            fire_pair_gradient(fire_s, fire_psi[dist], fire_norm[r], i - j, dlogit, fire_grad, fire_sums);
+        }
         p_tile[r * kPTileLd + c] = p;
         ds_tile[r * kPTileLd + c] = dlogit * row_coef[r] * factor;  // chain rule through s = q·k
+      }
+      // Row i's c and L gradient from this tile pair's part of its sums (fire_row_gradient is
+      // linear in them): its 16 owners' parts summed, added by one of them.
+      if constexpr (QueryBias) {
+        if (want_dfire) {  // uniform across the block: every lane shuffles
+          fire_sums.a = row_sum16(fire_sums.a);
+          fire_sums.b = row_sum16(fire_sums.b);
+          if (tx == 0 && i < seq_len) fire_row_gradient(fire_s, i, fire_sums, fire_grad);
+        }
       }
     }
     __syncthreads();  // p and dS tiles (and dist_grad) are complete
@@ -592,6 +685,18 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
+  // This block's d loss/d FIRE table into the head's row of (H, G + 2).
+  if constexpr (QueryBias) {
+    if (want_dfire) {  // uniform across the block
+      __syncthreads();  // every pair's and row's part is in fire_grad
+      float* target = dbias_by_distance + static_cast<size_t>(head) * (fire.G + 2);
+      for (int n = threadIdx.x; n < fire.G + 2; n += kThreads) {
+        const float value = fire_grad[n].value;
+        if (value != 0.f) atomicAdd(target + n, value);
+      }
+    }
+  }
+
   // Σ over the block, then over blocks (and batches) with one atomic per block.
   if (want_dhead_scale) {  // uniform across the block
     const float warp_total = warp_sum(dhead_scale_part);
@@ -620,15 +725,24 @@ bool is_aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 ==
 bool valid_shape(const FusedArgs& args) {
   return args.batch >= 0 && args.heads >= 0 && args.seq_len >= 0 &&
          static_cast<long long>(args.batch) * args.heads <= 65535 &&
-         fused_attention_supported(args.head_dim, args.dtype);
+         fused_attention_supported(args.head_dim, args.dtype) &&
+         (!has_query_bias(args.mod) || supported_fire_table_len(args.mod.bias_table_len));
+}
+
+// Zeroes dbias_by_distance (H, bias_gradient_len) when set.
+cudaError_t clear_dbias(const FusedArgs& args, cudaStream_t stream) {
+  if (args.dbias_by_distance == nullptr) return cudaSuccess;
+  return cudaMemsetAsync(args.dbias_by_distance, 0,
+                         static_cast<size_t>(args.heads) * bias_gradient_len(args) * sizeof(float), stream);
 }
 
 bool empty(const FusedArgs& args) { return args.batch == 0 || args.heads == 0 || args.seq_len == 0; }
 
 template <class Elem, int D>
 cudaError_t launch_forward(const FusedArgs& args, cudaStream_t stream) {
-  constexpr size_t smem = forward_smem_bytes<D>();
-  auto kernel = forward_kernel<Elem, D>;
+  const bool fire = has_query_bias(args.mod);
+  const size_t smem = forward_smem_bytes<D>() + (fire ? fire_forward_smem_bytes(args.mod) : 0);
+  auto kernel = fire ? forward_kernel<Elem, D, true> : forward_kernel<Elem, D, false>;
   cudaError_t status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (status != cudaSuccess) return status;
@@ -656,11 +770,8 @@ cudaError_t launch_backward(const FusedArgs& args, cudaStream_t stream) {
     status = cudaMemsetAsync(args.dhead_scale, 0, args.heads * sizeof(float), stream);
     if (status != cudaSuccess) return status;
   }
-  if (args.dbias_by_distance != nullptr) {
-    status = cudaMemsetAsync(args.dbias_by_distance, 0,
-                             static_cast<size_t>(args.heads) * args.seq_len * sizeof(float), stream);
-    if (status != cudaSuccess) return status;
-  }
+  status = clear_dbias(args, stream);
+  if (status != cudaSuccess) return status;
 
   constexpr int kRowsPerBlock = kThreads / 32;
   const unsigned delta_blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
@@ -669,8 +780,9 @@ cudaError_t launch_backward(const FusedArgs& args, cudaStream_t stream) {
   status = cudaGetLastError();
   if (status != cudaSuccess) return status;
 
-  constexpr size_t smem = backward_smem_bytes<D>();
-  auto kernel = backward_kernel<Elem, D>;
+  const bool fire = has_query_bias(args.mod);
+  const size_t smem = backward_smem_bytes<D>() + (fire ? fire_backward_smem_bytes(args.mod) : 0);
+  auto kernel = fire ? backward_kernel<Elem, D, true> : backward_kernel<Elem, D, false>;
   status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (status != cudaSuccess) return status;
   const dim3 grid(ceil_div(args.seq_len, kBlockK), args.batch * args.heads);
@@ -729,10 +841,7 @@ cudaError_t fused_attention_backward(const FusedArgs& args, cudaStream_t stream)
     cudaError_t status = args.dhead_scale
                              ? cudaMemsetAsync(args.dhead_scale, 0, args.heads * sizeof(float), stream)
                              : cudaSuccess;
-    if (status == cudaSuccess && args.dbias_by_distance != nullptr)
-      status = cudaMemsetAsync(args.dbias_by_distance, 0,
-                               static_cast<size_t>(args.heads) * args.seq_len * sizeof(float), stream);
-    return status;
+    return status == cudaSuccess ? clear_dbias(args, stream) : status;
   }
   const void* buffers[] = {args.q, args.k, args.v, args.o, args.d_o, args.dq, args.dk, args.dv};
   for (const void* buffer : buffers) {

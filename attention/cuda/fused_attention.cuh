@@ -3,7 +3,8 @@
 //
 // For query i, key j <= i, distance t = i - j and head h the kernels compute, in fp32 registers,
 //
-//     logit(i, j) = multiplier(i, t, h) · scale · q_i·k_j + bias(t, h)      (attention/score_mod.h)
+//     logit(i, j) = multiplier(i, t, h) · scale · q_i·k_j + bias(t, h) + query_bias(i, t, h)
+//                                                                          (attention/score_mod.h)
 //     P(i, j)     = exp(logit(i, j) − lse_i),   lse_i = log Σ_{j<=i} exp(logit(i, j))
 //     o_i         = Σ_j P(i, j) · v_j
 //
@@ -12,12 +13,18 @@
 // q·k is multiplier · scale · dLogit, and that of the learned head scale is
 // Σ_{i,j} fixed_multiplier · scale · q·k · dLogit, computed in the equivalent form
 // Σ_i Σ_j P_ij (c_ij − Σ_k P_ik c_ik) dP_ij with c = fixed_multiplier · scale · q·k.
+//
+// A FIRE table (has_query_bias(mod)) takes a second instantiation of every kernel (a compile-time
+// branch), so that distance-only methods run the same code as without it: per tile pair ψ(t) is
+// tabulated beside the distance terms, per query row the normaliser, and the head's table row
+// lives in shared memory, as does its gradient in the backward pass.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 
+#include "attention/cuda/kernel_limits.h"
 #include "attention/score_mod.h"
 
 namespace attention::cuda {
@@ -37,7 +44,9 @@ struct FusedArgs {
   int head_dim = 0;   // D ∈ {64, 128}
   DType dtype = DType::kFloat32;
   // The logit transform. mod.head_scale and mod.alibi_slope, when set, are DEVICE pointers to
-  // (H) float32 arrays; mod.bias_table a DEVICE pointer to (H, mod.bias_table_len >= T) float32.
+  // (H) float32 arrays; mod.bias_table a DEVICE pointer to (H, mod.bias_table_len) float32:
+  // bias_table_len >= T for TableIndex::kDistance, G + 2 with 2 <= G <= kMaxFireGrid
+  // (kernel_limits.h) for TableIndex::kFire.
   ScoreMod mod;
 
   // Forward inputs; backward inputs too.
@@ -60,9 +69,11 @@ struct FusedArgs {
   void* dv = nullptr;            // (B, H, T, D) output
   float* dhead_scale = nullptr;  // (H) float32 output, or null. Overwritten (zeros when
                                  // mod.head_scale is null).
-  // (H, T) float32 output, or null: Σ over batch rows and queries i of d loss/d logit(i, i − t),
-  // the gradient of mod.bias_table's entry at distance t (score_mod.h). Overwritten (zeros when
-  // mod.bias_table is null).
+  // (H, bias_gradient_len(*this)) float32 output, or null: d loss/d mod.bias_table. For a
+  // distance table (H, T): Σ over batch rows and queries i of d loss/d logit(i, i − t), the
+  // gradient of the entry at distance t; for a FIRE table (H, G + 2): the gradient of f's grid
+  // points, c and L (score_mod.h: fire_pair_gradient). Overwritten (zeros when mod.bias_table is
+  // null).
   float* dbias_by_distance = nullptr;
   void* workspace = nullptr;     // fused_attention_backward_workspace_bytes(args) bytes of device
                                  // memory, 256-byte aligned; contents need no initialisation
@@ -71,8 +82,13 @@ struct FusedArgs {
 // Whether the kernels support this head dim / element type.
 bool fused_attention_supported(int head_dim, DType dtype);
 
+// Entries per head of dbias_by_distance: the FIRE table's row length G + 2, else T.
+inline int bias_gradient_len(const FusedArgs& args) {
+  return has_query_bias(args.mod) ? args.mod.bias_table_len : args.seq_len;
+}
+
 // Writes o, lse and (when non-null and mod.head_scale is set) fixed_logit_mean. Asynchronous on `stream`; returns launch / argument errors
-// (cudaErrorInvalidValue for unsupported shapes or missing pointers).
+// (cudaErrorInvalidValue for unsupported shapes, FIRE table lengths or missing pointers).
 cudaError_t fused_attention_forward(const FusedArgs& args, cudaStream_t stream);
 
 // Scratch the backward pass needs: the per-row rowsum(dO ⊙ O), and an fp32 dq accumulator when the

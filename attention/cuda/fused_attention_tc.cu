@@ -26,6 +26,13 @@
 // dV += Pᵀ·dO and dK += dSᵀ·Q with the chunk as the k of one MMA (Pᵀ, dSᵀ re-packed from the
 // accumulators, bf16). dSᵀ also goes to shared memory; after the chunks, warp w forms dQ of query
 // rows 16w .. 16w + 15 as dS·K (dS read back with ldmatrix.trans) and adds it with fp32 atomics.
+//
+// FIRE (has_query_bias) is the kernels' kQueryBias instantiation, as in the SIMT kernels, so that
+// distance-only methods run the code they ran without it: ψ(t) double buffered beside the distance
+// tables, the normaliser per query row (forward: registers; backward: double buffered in shared
+// memory), the head's table row in shared memory, the bias added to `bias` before tc_logit. The
+// backward pass scatters d loss/d table onto the grid in shared memory and gathers each query row's
+// sums for c and L over the warps in shared memory too (fire_row_gradient once per row and tile).
 #include "attention/cuda/fused_attention_tc.cuh"
 
 #include <cuda_bf16.h>
@@ -169,6 +176,39 @@ __device__ __forceinline__ void fill_distance_table(float* factor, float* bias, 
 }
 
 // ---------------------------------------------------------------------------------------------
+// FIRE (the kQueryBias instantiations only).
+
+// ψ(t) of the FIRE table for the entries of fill_distance_table (same distances, same clamping).
+__device__ __forceinline__ void fill_psi_table(float* psi, const FireRow<float>& fire, int i0, int j0,
+                                               int seq_len) {
+  for (int d = threadIdx.x; d < kDistances; d += kThreads)
+    psi[d] = fire.psi(static_cast<float>(table_distance(distance_of_entry(d, i0, j0), seq_len)));
+}
+
+// One entry of d loss/d table in shared memory: fire_pair_gradient and fire_row_gradient add to it
+// through shared-memory atomics (the pairs of many lanes fall on the same grid points).
+struct SharedAtomic {
+  float value;
+  __device__ explicit SharedAtomic(float x) : value(x) {}
+  __device__ void operator+=(SharedAtomic x) { atomicAdd(&value, x.value); }
+  __device__ void operator-=(SharedAtomic x) { atomicAdd(&value, -x.value); }
+};
+static_assert(sizeof(SharedAtomic) == sizeof(float), "a float in shared memory");
+
+// Floats of shared memory for one FIRE table row (G + 2), rounded up to 16 bytes.
+__host__ __device__ size_t fire_row_floats(const ScoreMod& mod) {
+  return (static_cast<size_t>(mod.bias_table_len) + 3) / 4 * 4;
+}
+
+// Copies the head's table row to shared memory (and zeroes its gradient there, when given).
+__device__ __forceinline__ void stage_fire_row(float* row, SharedAtomic* grad, const FireRow<float>& fire) {
+  for (int n = threadIdx.x; n < fire.G + 2; n += kThreads) {
+    row[n] = fire.f[n];
+    if (grad) grad[n].value = 0.f;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Forward.
 
 template <int D>
@@ -177,9 +217,14 @@ constexpr size_t forward_smem_bytes() {
          + sizeof(float) * 2 * 2 * kDistanceTableLen;  // factor[2], bias[2]
 }
 
+// What the kQueryBias instantiation adds at the end: ψ[2], the table row.
+size_t fire_forward_smem_bytes(const ScoreMod& mod) {
+  return sizeof(float) * (2 * kDistanceTableLen + fire_row_floats(mod));
+}
+
 // Grid: (ceil(T / 64), B·H). kTrackFixed: also the P-weighted mean of the fixed logit (for the
-// head-scale gradient).
-template <int D, bool kTrackFixed>
+// head-scale gradient). kQueryBias: mod has a FIRE table (has_query_bias), added per pair.
+template <int D, bool kTrackFixed, bool kQueryBias>
 __global__ void __launch_bounds__(kThreads)
     tc_forward_kernel(const bf16* __restrict__ q,  // (B, H, T, D)
                       const bf16* __restrict__ k,  // (B, H, T, D)
@@ -200,6 +245,8 @@ __global__ void __launch_bounds__(kThreads)
   bf16* v_s = k_s + 2 * kTileElems;              // [2] (64, D)
   float* factor_s = reinterpret_cast<float*>(v_s + 2 * kTileElems);  // [2] (kDistanceTableLen)
   float* bias_s = factor_s + 2 * kDistanceTableLen;                  // [2] (kDistanceTableLen)
+  float* psi_s = bias_s + 2 * kDistanceTableLen;      // [2] (kDistanceTableLen) ψ(t), kQueryBias only
+  float* fire_f = psi_s + 2 * kDistanceTableLen;      // (G + 2) the head's FIRE row, kQueryBias only
 
   // Causal work grows with the query tile: launch the longest first.
   const int q_tile = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
@@ -222,6 +269,16 @@ __global__ void __launch_bounds__(kThreads)
     row_coef[h] = head_scale * factor * mod.scale;
     row_fixed[h] = factor * mod.scale;
   }
+  // FIRE: the table row read per pair in shared memory (visible after tile 0's barrier), the
+  // normalisers of this lane's two rows in registers.
+  const FireRow<float> fire = fire_row(mod, head);  // global memory: tables and row terms
+  const FireRow<float> fire_s{fire_f, fire.G};      // shared memory: per pair
+  float row_norm[2];
+  if constexpr (kQueryBias) {
+    stage_fire_row(fire_f, nullptr, fire);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) row_norm[h] = fire.norm(i0 + warp_row0 + c_row(lane, 2 * h));
+  }
 
   const int n_tiles = fwd_key_tiles(q_tile, seq_len);
   load_tile_async<D>(q_s, q + head_offset, i0, seq_len);
@@ -229,6 +286,7 @@ __global__ void __launch_bounds__(kThreads)
   load_tile_async<D>(v_s, v + head_offset, 0, seq_len);
   cp_async_commit();
   fill_distance_table(factor_s, bias_s, mod, i0, 0, head, seq_len);
+  if constexpr (kQueryBias) fill_psi_table(psi_s, fire, i0, 0, seq_len);
 
   uint32_t q_frag[kKSlices][4];  // this warp's 16 query rows as A fragments, loaded at tile 0
   float o_acc[kDimBlocks][4];    // unnormalised output, fp32
@@ -250,6 +308,8 @@ __global__ void __launch_bounds__(kThreads)
       cp_async_commit();
       fill_distance_table(factor_s + (buf ^ 1) * kDistanceTableLen,
                           bias_s + (buf ^ 1) * kDistanceTableLen, mod, i0, j0 + kTileK, head, seq_len);
+      if constexpr (kQueryBias)
+        fill_psi_table(psi_s + (buf ^ 1) * kDistanceTableLen, fire, i0, j0 + kTileK, seq_len);
       cp_async_wait<1>();  // tile n (and q) landed; tile n + 1 may still be in flight
     } else {
       cp_async_wait<0>();
@@ -288,6 +348,7 @@ __global__ void __launch_bounds__(kThreads)
     // the fixed logit, rather than holding 32 more registers.
     const float* factor_t = factor_s + buf * kDistanceTableLen;
     const float* bias_t = bias_s + buf * kDistanceTableLen;
+    const float* psi_t = psi_s + buf * kDistanceTableLen;
     const bool masked = tile_needs_mask(i0, j0, seq_len);
     float tile_max[2] = {kNegInf, kNegInf};
 #pragma unroll
@@ -297,7 +358,9 @@ __global__ void __launch_bounds__(kThreads)
         const int r = warp_row0 + c_row(lane, e);  // local query row
         const int c = 8 * b + c_col(lane, e);      // local key
         const int d = distance_index(r, c);
-        float logit = tc_logit(row_coef[e >> 1], factor_t[d], bias_t[d], s_acc[b][e]);
+        float bias = bias_t[d];
+        if constexpr (kQueryBias) bias += fire_s.bias(psi_t[d], row_norm[e >> 1]);
+        float logit = tc_logit(row_coef[e >> 1], factor_t[d], bias, s_acc[b][e]);
         if (masked && !pair_visible(i0 + r, j0 + c, seq_len)) logit = kNegInf;
         tile_max[e >> 1] = fmaxf(tile_max[e >> 1], logit);
         if constexpr (!kTrackFixed) s_acc[b][e] = logit;
@@ -333,7 +396,9 @@ __global__ void __launch_bounds__(kThreads)
           const int c = 8 * b + c_col(lane, e);
           const int d = distance_index(r, c);
           fixed_logit = row_fixed[e >> 1] * factor_t[d] * s_acc[b][e];
-          logit = tc_logit(row_coef[e >> 1], factor_t[d], bias_t[d], s_acc[b][e]);
+          float bias = bias_t[d];
+          if constexpr (kQueryBias) bias += fire_s.bias(psi_t[d], row_norm[e >> 1]);
+          logit = tc_logit(row_coef[e >> 1], factor_t[d], bias, s_acc[b][e]);
           if (masked && !pair_visible(i0 + r, j0 + c, seq_len)) logit = kNegInf;
         }
         const float p = expf(logit - shift[e >> 1]);  // exactly 0 where masked
@@ -427,6 +492,13 @@ constexpr size_t backward_smem_bytes() {
                             + kWarps);                  // block reduction
 }
 
+// What the kQueryBias instantiation adds at the end: ψ[2], the normaliser per query row [2], the
+// rows' sums for c and L, the table row and its gradient.
+constexpr int kFireRowTerms = 4;  // per query row: normaliser [2], sums a and b
+size_t fire_backward_smem_bytes(const ScoreMod& mod) {
+  return sizeof(float) * (2 * kDistanceTableLen + kFireRowTerms * kTileQ + 2 * fire_row_floats(mod));
+}
+
 // Per query row of tile i0 into one buffer of the row terms.
 __device__ __forceinline__ void fill_row_terms(float* terms, const float* lse, const float* delta,
                                                const float* fixed_logit_mean, size_t row_offset,
@@ -452,7 +524,8 @@ __device__ __forceinline__ void fill_row_terms(float* terms, const float* lse, c
 // takes the atomics too. Floating-point addition is not associative and the order in which blocks'
 // atomicAdds land varies from run to run, so dq (and dhead_scale, dbias_by_distance, also summed
 // with atomics) are NOT bit-for-bit reproducible between GPU runs; dk, dv, o and lse are.
-template <int D>
+// kQueryBias: mod has a FIRE table; its gradient (H, G + 2) goes to dbias_by_distance.
+template <int D, bool kQueryBias>
 __global__ void __launch_bounds__(kThreads)
     tc_backward_kernel(const bf16* __restrict__ q,          // (B, H, T, D)
                        const bf16* __restrict__ k,          // (B, H, T, D)
@@ -465,7 +538,7 @@ __global__ void __launch_bounds__(kThreads)
                        bf16* __restrict__ dk,               // (B, H, T, D)
                        bf16* __restrict__ dv,               // (B, H, T, D)
                        float* __restrict__ dhead_scale,     // (H) zeroed, or null
-                       float* __restrict__ dbias_by_distance,  // (H, T) zeroed, or null
+                       float* __restrict__ dbias_by_distance,  // (H, T) or (H, G + 2) zeroed, or null
                        int heads, int seq_len, ScoreMod mod) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kTileElems = kTileK * D;
@@ -486,6 +559,13 @@ __global__ void __launch_bounds__(kThreads)
   float* terms_s = bias_s + 2 * kDistanceTableLen;                      // [2] (kRowTerms, 64)
   float* dist_grad = terms_s + 2 * kRowTerms * kTileQ;                  // (kDistanceTableLen)
   float* reduce_s = dist_grad + kDistanceTableLen;                      // (kWarps)
+  // kQueryBias only: ψ(t) [2] (kDistanceTableLen), the normaliser per query row [2] (64), the
+  // sums a, b of fire_row_gradient per query row (2, 64), the head's FIRE row and its gradient.
+  float* psi_s = reduce_s + kWarps;
+  float* norm_s = psi_s + 2 * kDistanceTableLen;
+  float* fire_sum_s = norm_s + 2 * kTileQ;
+  float* fire_f = fire_sum_s + 2 * kTileQ;
+  SharedAtomic* fire_grad = reinterpret_cast<SharedAtomic*>(fire_f + fire_row_floats(mod));
 
   const int k_tile = blockIdx.x;  // tile 0 has the most query tiles: launched first
   const int j0 = k_tile * kTileK;
@@ -498,7 +578,11 @@ __global__ void __launch_bounds__(kThreads)
   const int warp_row0 = warp * kWarpRows;  // this warp's first key (backward) / query row (dQ)
   const float head_scale = mod.head_scale ? mod.head_scale[head] : 1.f;
   const bool want_dhead_scale = mod.head_scale != nullptr && dhead_scale != nullptr;
-  const bool want_dbias = mod.bias_table != nullptr && dbias_by_distance != nullptr;
+  // A distance table's gradient per distance; a FIRE table's (kQueryBias) per grid point, c and L.
+  const bool want_dbias = !kQueryBias && mod.bias_table != nullptr && dbias_by_distance != nullptr;
+  const bool want_dfire = kQueryBias && dbias_by_distance != nullptr;
+  const FireRow<float> fire = fire_row(mod, head);  // global memory: tables and row terms
+  const FireRow<float> fire_s{fire_f, fire.G};      // shared memory: per pair
 
   const int m_first = bwd_first_q_tile(k_tile);
   const int m_end = num_tiles(seq_len);
@@ -511,6 +595,14 @@ __global__ void __launch_bounds__(kThreads)
                  head_scale, want_dhead_scale, mod);
   fill_distance_table(factor_s, bias_s, mod, m_first * kTileQ, j0, head, seq_len);
   for (int d = threadIdx.x; d < kDistanceTableLen; d += kThreads) dist_grad[d] = 0.f;
+  if constexpr (kQueryBias) {  // all visible after the first query tile's barrier
+    stage_fire_row(fire_f, fire_grad, fire);
+    fill_psi_table(psi_s, fire, m_first * kTileQ, j0, seq_len);
+    for (int r = threadIdx.x; r < kTileQ; r += kThreads) {
+      norm_s[r] = fire.norm(m_first * kTileQ + r);
+      fire_sum_s[r] = fire_sum_s[kTileQ + r] = 0.f;
+    }
+  }
 
   float dk_acc[kDimBlocks][4], dv_acc[kDimBlocks][4];  // keys warp_row0 + c_row, columns 8b + c_col
 #pragma unroll
@@ -536,6 +628,11 @@ __global__ void __launch_bounds__(kThreads)
                      row_offset, i0 + kTileQ, seq_len, head_scale, want_dhead_scale, mod);
       fill_distance_table(factor_s + (buf ^ 1) * kDistanceTableLen,
                           bias_s + (buf ^ 1) * kDistanceTableLen, mod, i0 + kTileQ, j0, head, seq_len);
+      if constexpr (kQueryBias) {
+        fill_psi_table(psi_s + (buf ^ 1) * kDistanceTableLen, fire, i0 + kTileQ, j0, seq_len);
+        for (int r = threadIdx.x; r < kTileQ; r += kThreads)
+          norm_s[(buf ^ 1) * kTileQ + r] = fire.norm(i0 + kTileQ + r);
+      }
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
@@ -594,6 +691,8 @@ __global__ void __launch_bounds__(kThreads)
       }
 
       // Element (key kr, query qr) of the chunk: P, dS (in place of S, dP) and the side sums.
+      // FIRE's row sums: this lane's queries are 16·chunk + 8b + 2·(lane % 4) + x, x = e & 1.
+      FireRowSums<float> fire_sums[2][2];
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
 #pragma unroll
@@ -602,13 +701,45 @@ __global__ void __launch_bounds__(kThreads)
           const int qr = 16 * chunk + 8 * b + c_col(lane, e);  // local query
           const int d = distance_index(qr, kr);
           const bool visible = !masked || pair_visible(i0 + qr, j0 + kr, seq_len);
-          const BackwardTerms t =
-              tc_backward_terms(visible, s_acc[b][e], dp_acc[b][e], row_coef[qr], row_fixed[qr],
-                                factor_t[d], bias_t[d], row_lse[qr], row_delta[qr], row_mean[qr]);
+          // FIRE's ψ(t) and row normaliser (this tile's buffers) and its bias, added to bias(t).
+          const float* psi_t = psi_s + buf * kDistanceTableLen;
+          const float* row_norm = norm_s + buf * kTileQ;
+          const BackwardTerms t = tc_backward_terms(
+              visible, s_acc[b][e], dp_acc[b][e], row_coef[qr], row_fixed[qr], factor_t[d],
+              kQueryBias ? bias_t[d] + fire_s.bias(psi_t[d], row_norm[qr]) : bias_t[d], row_lse[qr],
+              row_delta[qr], row_mean[qr]);
           if (want_dhead_scale) dhead_part += t.dhead;
           if (want_dbias && visible) atomicAdd(dist_grad + d, t.dlogit);  // shared-memory atomic
+          if constexpr (kQueryBias) {
+            if (want_dfire && visible)
+              fire_pair_gradient(fire_s, psi_t[d], row_norm[qr], (i0 + qr) - (j0 + kr), t.dlogit,
+                                 fire_grad, fire_sums[b][e & 1]);
+          }
           s_acc[b][e] = t.p;
           dp_acc[b][e] = t.ds;
+        }
+      }
+      // The 8 lane groups hold the same queries (other keys): sum them, and add the warp's part
+      // to the rows' sums (the 4 warps hold the tile's other keys).
+      if constexpr (kQueryBias) {
+        if (want_dfire) {  // uniform across the block: every lane shuffles
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+#pragma unroll
+            for (int x = 0; x < 2; ++x) {
+              float a_sum = fire_sums[b][x].a, b_sum = fire_sums[b][x].b;
+#pragma unroll
+              for (int offset = 4; offset < kWarpSize; offset <<= 1) {
+                a_sum += __shfl_xor_sync(0xffffffffu, a_sum, offset);
+                b_sum += __shfl_xor_sync(0xffffffffu, b_sum, offset);
+              }
+              if (lane_group(lane) == 0) {
+                const int qr = 16 * chunk + 8 * b + c_col(lane, x);
+                atomicAdd(fire_sum_s + qr, a_sum);
+                atomicAdd(fire_sum_s + kTileQ + qr, b_sum);
+              }
+            }
+          }
         }
       }
 
@@ -641,6 +772,20 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     __syncthreads();  // dSᵀ and dist_grad are complete
+
+    // FIRE: each query row's c and L gradient from this tile pair's sums (fire_row_gradient is
+    // linear in them); the sums are zeroed for the next query tile.
+    if constexpr (kQueryBias) {
+      if (want_dfire) {
+        for (int r = threadIdx.x; r < kTileQ; r += kThreads) {
+          FireRowSums<float> sums;
+          sums.a = fire_sum_s[r];
+          sums.b = fire_sum_s[kTileQ + r];
+          fire_sum_s[r] = fire_sum_s[kTileQ + r] = 0.f;
+          if (i0 + r < seq_len) fire_row_gradient(fire_s, i0 + r, sums, fire_grad);
+        }
+      }
+    }
 
     // This tile pair's d loss/d logit per distance into (H, T); the table is zeroed for the next.
     if (want_dbias) {
@@ -698,6 +843,18 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
+  // This block's d loss/d FIRE table into the head's row of (H, G + 2).
+  if constexpr (kQueryBias) {
+    if (want_dfire) {  // uniform across the block
+      __syncthreads();  // every pair's and row's part is in fire_grad
+      float* target = dbias_by_distance + static_cast<size_t>(head) * (fire.G + 2);
+      for (int n = threadIdx.x; n < fire.G + 2; n += kThreads) {
+        const float value = fire_grad[n].value;
+        if (value != 0.f) atomicAdd(target + n, value);
+      }
+    }
+  }
+
   if (want_dhead_scale) {  // uniform across the block
     const float warp_total = warp_sum(dhead_part);
     if (lane == 0) reduce_s[warp] = warp_total;
@@ -724,11 +881,23 @@ size_t num_rows(const FusedArgs& args) {
 
 unsigned ceil_div(size_t a, size_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 
+// Shared memory of one block: the distance-only kernels', plus FIRE's when has_query_bias.
+template <int D>
+size_t forward_smem(const FusedArgs& args) {
+  return forward_smem_bytes<D>() + (has_query_bias(args.mod) ? fire_forward_smem_bytes(args.mod) : 0);
+}
+template <int D>
+size_t backward_smem(const FusedArgs& args) {
+  return backward_smem_bytes<D>() + (has_query_bias(args.mod) ? fire_backward_smem_bytes(args.mod) : 0);
+}
+
 template <int D>
 cudaError_t launch_forward(const FusedArgs& args, cudaStream_t stream) {
-  constexpr size_t smem = forward_smem_bytes<D>();
+  const size_t smem = forward_smem<D>(args);
   const bool track = args.mod.head_scale != nullptr && args.fixed_logit_mean != nullptr;
-  auto kernel = track ? tc_forward_kernel<D, true> : tc_forward_kernel<D, false>;
+  auto kernel = has_query_bias(args.mod)
+                    ? (track ? tc_forward_kernel<D, true, true> : tc_forward_kernel<D, false, true>)
+                    : (track ? tc_forward_kernel<D, true, false> : tc_forward_kernel<D, false, false>);
   cudaError_t status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (status != cudaSuccess) return status;
@@ -757,7 +926,7 @@ cudaError_t launch_backward(const FusedArgs& args, cudaStream_t stream) {
   }
   if (args.dbias_by_distance != nullptr) {
     status = cudaMemsetAsync(args.dbias_by_distance, 0,
-                             static_cast<size_t>(args.heads) * args.seq_len * sizeof(float), stream);
+                             static_cast<size_t>(args.heads) * bias_gradient_len(args) * sizeof(float), stream);
     if (status != cudaSuccess) return status;
   }
 
@@ -766,8 +935,8 @@ cudaError_t launch_backward(const FusedArgs& args, cudaStream_t stream) {
   status = cudaGetLastError();
   if (status != cudaSuccess) return status;
 
-  constexpr size_t smem = backward_smem_bytes<D>();
-  auto kernel = tc_backward_kernel<D>;
+  const size_t smem = backward_smem<D>(args);
+  auto kernel = has_query_bias(args.mod) ? tc_backward_kernel<D, true> : tc_backward_kernel<D, false>;
   status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (status != cudaSuccess) return status;
   const dim3 grid(num_tiles(args.seq_len), args.batch * args.heads);
@@ -803,7 +972,7 @@ DeviceSupport query_device(int device) {
   // is PTX for an older virtual architecture, JIT-compiled for an sm_80+ device; its kernels hold
   // the trapping stub. CMake's default, 90, and gpu-check.sh's native arch are not affected.)
   cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, tc_forward_kernel<64, false>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attributes, tc_forward_kernel<64, false, false>) != cudaSuccess) {
     cudaGetLastError();
     return DeviceSupport{};
   }
@@ -841,9 +1010,8 @@ bool usable(const FusedArgs& args, bool backward) {
   if (args.dtype != DType::kBFloat16 || (args.head_dim != 64 && args.head_dim != 128)) return false;
   const DeviceSupport s = device_support();
   if (!s.arch_ok) return false;
-  const size_t smem = args.head_dim == 64
-                          ? (backward ? backward_smem_bytes<64>() : forward_smem_bytes<64>())
-                          : (backward ? backward_smem_bytes<128>() : forward_smem_bytes<128>());
+  const size_t smem = args.head_dim == 64 ? (backward ? backward_smem<64>(args) : forward_smem<64>(args))
+                                          : (backward ? backward_smem<128>(args) : forward_smem<128>(args));
   return smem <= static_cast<size_t>(s.smem_optin);
 }
 

@@ -14,4 +14,13 @@ constexpr bool supported_head_dim(int64_t head_dim) {
   return false;
 }
 
+// A FIRE table (score_mod.h, TableIndex::kFire) is (H, G + 2): f on G grid points, then c and L.
+// The kernels keep a head's row, and in the backward pass its gradient, in shared memory.
+inline constexpr int64_t kMinFireGrid = 2;
+inline constexpr int64_t kMaxFireGrid = 4096;
+
+constexpr bool supported_fire_table_len(int64_t len) {
+  return len >= kMinFireGrid + 2 && len <= kMaxFireGrid + 2;
+}
+
 }  // namespace attention::cuda

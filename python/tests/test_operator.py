@@ -27,6 +27,7 @@ PRESETS = {
     "alibi": ("alibi", "none"),
     "si+p-rope": ("p-rope", "si"), "si+rope": ("rope", "si"), "si+nope": ("nope", "si"),
     "kerple": ("nope", "kerple"), "kerple+p-rope": ("p-rope", "kerple"), "t5": ("nope", "t5"),
+    "fire": ("nope", "fire"),
 }
 DEFAULTS = {"tau": 10.0, "rope_base": 10000.0, "p_rope_base": 1024.0}
 
@@ -74,6 +75,26 @@ def t5_bucket(t):
     return torch.where(t < exact, t, (exact + log_bucket).clamp(max=31))
 
 
+def fire_bias(learned, L, T):
+    """FIRE (arXiv 2310.04418): f_h(x), x = ln(1 + c_h·t) / (ln(1 + c_h·max(L_h, i)) + eps), f_h a
+    1 -> 32 -> 1 ReLU MLP per head, as the kernels read it: f_h on 128 points of [0, 1], linear
+    between them. learned: w1, b1, w2 (H, 32), b2, c, L_h / L (H)."""
+    w1, b1, w2, b2, c, thr = (x.double() for x in learned)
+    H, G = w1.shape[0], 128
+    grid = torch.linspace(0, 1, G, dtype=torch.float64)
+    f = (torch.relu(w1[:, None, :] * grid[None, :, None] + b1[:, None, :]) * w2[:, None, :]).sum(-1) + b2[:, None]
+    i = torch.arange(T, dtype=torch.float64)[:, None]
+    t = (i - torch.arange(T, dtype=torch.float64)[None, :]).clamp(min=0)
+    c, Lh = c[:, None, None], (thr * L)[:, None, None]
+    eps = float(torch.tensor(1e-6, dtype=torch.float32))  # the kernels' float constant
+    x = torch.log1p(c * t) / (torch.log1p(c * torch.maximum(i, Lh)) + eps)  # (H, T, T)
+    u = x * (G - 1)
+    cell = u.detach().floor().clamp(0, G - 2)
+    w, index = u - cell, cell.long().view(H, -1)
+    f0, f1 = f.gather(1, index).view(H, T, T), f.gather(1, index + 1).view(H, T, T)
+    return f0 + w * (f1 - f0)
+
+
 def reference(q, k, v, method, L, p, head_scale=None, learned=()):
     """(out, lse) in float64."""
     positional, transform = PRESETS[method]
@@ -99,6 +120,8 @@ def reference(q, k, v, method, L, p, head_scale=None, learned=()):
         s = s - r1[:, None, None] * torch.log1p(r2[:, None, None] * t)
     elif transform == "t5":
         s = s + learned[0].double()[:, t5_bucket(t.long())]
+    elif transform == "fire":
+        s = s + fire_bias(learned, L, T)
     if positional == "alibi":
         s = s - alibi_slopes(H)[:, None, None] * t
     s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), -math.inf)
@@ -115,6 +138,10 @@ def inputs(method, B=2, H=4, T=40, D=16, dtype=torch.float64, grad=True):
         extra["learned"] = [torch.rand(H, dtype=dtype) + 0.1, torch.rand(H, dtype=dtype) + 0.1]
     elif transform == "t5":
         extra["learned"] = [torch.randn(H, 32, dtype=dtype)]
+    elif transform == "fire":  # c above its floor 0.001, L_h / L between 0.2 and 0.7
+        extra["learned"] = [torch.randn(H, 32, dtype=dtype), torch.randn(H, 32, dtype=dtype) * 0.5,
+                            torch.randn(H, 32, dtype=dtype) * 0.3, torch.randn(H, dtype=dtype),
+                            torch.rand(H, dtype=dtype) * 0.5 + 0.05, torch.rand(H, dtype=dtype) * 0.5 + 0.2]
     tensors = [q, k, v] + ([extra["head_scale"]] if "head_scale" in extra else []) + list(extra.get("learned", []))
     for x in tensors:
         x.requires_grad_(grad)
@@ -148,12 +175,17 @@ def test_forward_and_gradients_equal_the_float64_reference(method, T):
 
 def initial_learned(method, H):
     """The harness's initial values (attention/transforms.cpp): KERPLE's r1, r2 at the per-head
-    quantiles of the uniform laws KERPLE's code draws from, U(0, 2) and U(0, 1); T5's biases 0."""
+    quantiles of the uniform laws KERPLE's code draws from, U(0, 2) and U(0, 1); T5's biases 0; FIRE's
+    hinge basis w1 = 1, b1 = -(k + 1/2)/32 with w2 = b2 = 0, c = 0.1, L_h = L/4."""
     u = (torch.arange(H, dtype=torch.float64) + 0.5) / H
-    return {"kerple": [2 * u, u], "t5": [torch.zeros(H, 32, dtype=torch.float64)]}.get(PRESETS[method][1], [])
+    k = torch.arange(32, dtype=torch.float64)
+    fire = [torch.ones(H, 32, dtype=torch.float64), (-(k + 0.5) / 32).expand(H, 32), torch.zeros(H, 32, dtype=torch.float64),
+            torch.zeros(H, dtype=torch.float64), torch.full((H,), 0.1, dtype=torch.float64),
+            torch.full((H,), 0.25, dtype=torch.float64)]
+    return {"kerple": [2 * u, u], "t5": [torch.zeros(H, 32, dtype=torch.float64)], "fire": fire}.get(PRESETS[method][1], [])
 
 
-@pytest.mark.parametrize("method", ["logn+rope", "logn+ntk", "kerple", "kerple+p-rope", "t5"])
+@pytest.mark.parametrize("method", ["logn+rope", "logn+ntk", "kerple", "kerple+p-rope", "t5", "fire"])
 def test_omitted_learned_parameters_are_their_initial_values_forward_and_backward(method):
     (q, k, v), _, _ = inputs(method, T=40)
     out = sia.attention(q, k, v, method, train_context=16, **PARAMETERS)

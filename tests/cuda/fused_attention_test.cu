@@ -1,15 +1,16 @@
 // Checks the fused CUDA attention kernels (forward o and lse; backward dq, dk, dv, dhead_scale,
-// dbias_by_distance)
+// dbias_by_distance: d loss/d table of a learned distance bias or of a FIRE table)
 // against a float64 CPU implementation written straight from the formulas of score_mod.h, for
 // fp32 and bf16, D ∈ {64, 128}, T ∈ {1, 37, 200} (T = 37 and 200 are not multiples of the 64-tile)
 // and, for bf16, T = 4096 too (B = H = 1 and a subset of the score mods, to bound the float64
 // reference's time), with the score mods of the method registry's rows (attention/method.h,
-// torch-free), as a run resolves them. bf16 runs the tensor-core kernels on sm_80+ and the SIMT
-// kernels below (fused_attention.cu dispatches); fp32 always runs SIMT. Torch-free: CUDA runtime
-// and the registry only.
+// torch-free), as a run resolves them; a FIRE row reads a random table (G = 33, fire_table.h).
+// bf16 runs the tensor-core kernels on sm_80+ and the SIMT kernels below (fused_attention.cu
+// dispatches); fp32 always runs SIMT. Torch-free: CUDA runtime and the registry only.
 //
 // Exit codes: 0 pass, 1 fail, 77 skipped (no CUDA device).
 #include "tests/cuda/relative_error.h"
+#include "tests/cuda/fire_table.h"
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -37,6 +38,7 @@ constexpr int kSkipped = 77;
 constexpr int kBatch = 2;  // B and H of the short cases; the T = 4096 case runs B = H = 1
 constexpr int kHeads = 3;  // (and the per-head arrays below hold kHeads entries either way)
 constexpr int kLongSeqLen = 4096;
+constexpr int kFireGrid = 33;  // G of the FIRE case
 
 // ---------------------------------------------------------------------------------------------
 // Host-side bf16 (round to nearest even), so the test needs no cuda_bf16 host code.
@@ -60,7 +62,9 @@ float bf16_to_float(uint16_t x) {
 
 struct Result {
   std::vector<double> o, lse, dq, dk, dv, dhead_scale;  // (B,H,T,D) ×4 but lse (B,H,T), dhs (H)
-  std::vector<double> dbias;  // (H, T) d loss / d logit(i, i − t), summed over batch and i
+  // d loss/d bias_table: (H, T) d loss / d logit(i, i − t), summed over batch and i; (H, G + 2)
+  // for a FIRE table
+  std::vector<double> dbias;
 };
 
 // `mod` holds HOST pointers for head_scale / alibi_slope / bias_table here.
@@ -68,6 +72,9 @@ Result reference(const std::vector<double>& q, const std::vector<double>& k,
                  const std::vector<double>& v, const std::vector<double>& d_o, const ScoreMod& mod,
                  int batch, int heads, int seq_len, int head_dim) {
   const size_t elems = static_cast<size_t>(batch) * heads * seq_len * head_dim;
+  const attention::cuda::test::FireReference fire(mod, heads);  // FIRE's terms in float64
+  const ScoreMod plain = attention::cuda::test::without_query_bias(mod);
+  const int dbias_len = fire.active() ? fire.len : seq_len;
   Result r;
   r.o.assign(elems, 0.0);
   r.dq.assign(elems, 0.0);
@@ -75,7 +82,7 @@ Result reference(const std::vector<double>& q, const std::vector<double>& k,
   r.dv.assign(elems, 0.0);
   r.lse.assign(static_cast<size_t>(batch) * heads * seq_len, 0.0);
   r.dhead_scale.assign(heads, 0.0);
-  r.dbias.assign(static_cast<size_t>(heads) * seq_len, 0.0);
+  r.dbias.assign(static_cast<size_t>(heads) * dbias_len, 0.0);
   std::vector<double> dots, probs, dprobs;
   for (int b = 0; b < batch; ++b) {
     for (int h = 0; h < heads; ++h) {
@@ -92,7 +99,7 @@ Result reference(const std::vector<double>& q, const std::vector<double>& k,
           double dot = 0.0;
           for (int d = 0; d < head_dim; ++d) dot += row(q, i)[d] * row(k, j)[d];
           dots[j] = dot;
-          probs[j] = attention::logit<double>(mod, dot, i, j, h);
+          probs[j] = attention::logit<double>(plain, dot, i, j, h) + (fire.active() ? fire.bias(h, i, i - j) : 0);
           max_logit = std::max(max_logit, probs[j]);
         }
         double sum = 0.0;
@@ -115,6 +122,7 @@ Result reference(const std::vector<double>& q, const std::vector<double>& k,
         for (int j = 0; j <= i; ++j) {
           const int t = i - j;
           const double dlogit = probs[j] * (dprobs[j] - delta);
+          dprobs[j] = dlogit;  // kept for FIRE's row gradient below
           // logit = multiplier · scale · q·k + bias
           const double ds = dlogit * attention::multiplier<double>(mod, i, t, h) * mod.scale;
           for (int d = 0; d < head_dim; ++d) {
@@ -129,8 +137,9 @@ Result reference(const std::vector<double>& q, const std::vector<double>& k,
           }
           // A learned bias table's gradient by distance (the chain rule to its parameters is
           // the host's: attention/learned_bias.h).
-          if (mod.bias_table) r.dbias[static_cast<size_t>(h) * seq_len + t] += dlogit;
+          if (mod.bias_table && !fire.active()) r.dbias[static_cast<size_t>(h) * seq_len + t] += dlogit;
         }
+        if (fire.active()) fire.add_row_gradient(h, i, dprobs, &r.dbias[static_cast<size_t>(h) * fire.len]);
       }
     }
   }
@@ -197,7 +206,9 @@ Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
   DeviceBuffer q_dev(bytes), k_dev(bytes), v_dev(bytes), o_dev(bytes), d_o_dev(bytes);
   DeviceBuffer dq_dev(bytes), dk_dev(bytes), dv_dev(bytes);
   DeviceBuffer lse_dev(rows * 4), fixed_logit_mean_dev(rows * 4), dhead_scale_dev(heads * 4);
-  DeviceBuffer dbias_dev(static_cast<size_t>(heads) * seq_len * 4);
+  // (H, T), or (H, G + 2) for a FIRE table
+  const size_t dbias_count = static_cast<size_t>(heads) * (has_query_bias(mod) ? mod.bias_table_len : seq_len);
+  DeviceBuffer dbias_dev(dbias_count * 4);
   upload(q_dev, q, dtype);
   upload(k_dev, k, dtype);
   upload(v_dev, v, dtype);
@@ -236,7 +247,7 @@ Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
   r.dv = download(dv_dev, elems, dtype);
   r.lse = download(lse_dev, rows, DType::kFloat32);
   r.dhead_scale = download(dhead_scale_dev, heads, DType::kFloat32);
-  r.dbias = download(dbias_dev, static_cast<size_t>(heads) * seq_len, DType::kFloat32);
+  r.dbias = download(dbias_dev, dbias_count, DType::kFloat32);
   return r;
 }
 
@@ -253,6 +264,7 @@ struct ModCase {
   // A learned distance bias (KERPLE-log, T5): the row's table b_h(t) at its initial values.
   attention::Method learned_bias;
   bool bias_table = false;
+  bool fire = false;  // a FIRE table (mod.table_index kFire): random_fire_table's
 };
 
 // The method as a run resolves it (attention/method.h: the registry rows), L = 16 (read by logn
@@ -276,9 +288,23 @@ std::vector<ModCase> mod_cases(int head_dim, int seq_len) {
   std::vector<ModCase> cases;
   // Every registry transform (a new row is tested here with no edit), its learned per-head
   // parameters given when it has them: a head scale (logn), a bias table (kerple-log, t5-bias).
-  for (const attention::TransformSpec& t : attention::transforms())
-    cases.push_back({t.name, mod("nope", t.name), t.learned_head_scale, false,
-                     resolve("nope", t.name, head_dim), t.learned_bias != nullptr});
+  // A row whose policy reads a FIRE table gets random_fire_table's (its own table form is the
+  // host's, learned_bias.cpp), and without such a row a plain FIRE case runs.
+  bool fire_row = false;
+  for (const attention::TransformSpec& t : attention::transforms()) {
+    ModCase c{t.name, mod("nope", t.name), t.learned_head_scale, false, resolve("nope", t.name, head_dim),
+              t.learned_bias != nullptr};
+    c.fire = c.mod.table_index == attention::TableIndex::kFire;
+    c.bias_table = c.bias_table && !c.fire;
+    fire_row = fire_row || c.fire;
+    cases.push_back(c);
+  }
+  if (!fire_row) {
+    ModCase c{"fire", mod("nope")};
+    c.mod.table_index = attention::TableIndex::kFire;
+    c.fire = true;
+    cases.push_back(c);
+  }
   cases.push_back({"alibi", mod("alibi"), false, true});
   // Everything at once: the head-scale gradient through row and distance factors, plus a bias
   // (logn's row composed onto scale-invariance with the registry's own fill).
@@ -393,9 +419,17 @@ int main() {
             device_mod.alibi_slope = static_cast<const float*>(alibi_slopes_dev.ptr);
           }
           // (heads, seq_len): the row's table at its initial values, plus noise so that every
-          // entry differs (T5's buckets start at 0).
+          // entry differs (T5's buckets start at 0). FIRE: (heads, G + 2).
           std::vector<float> bias_table;
-          DeviceBuffer bias_table_dev(static_cast<size_t>(heads) * seq_len * sizeof(float));
+          DeviceBuffer bias_table_dev(static_cast<size_t>(heads) * std::max(seq_len, kFireGrid + 2) * sizeof(float));
+          if (c.fire) {
+            bias_table = attention::cuda::test::random_fire_table(heads, kFireGrid, seq_len, rng);
+            CHECK_CUDA(cudaMemcpy(bias_table_dev.ptr, bias_table.data(), bias_table.size() * sizeof(float),
+                                  cudaMemcpyHostToDevice));
+            host_mod.bias_table = bias_table.data();
+            device_mod.bias_table = static_cast<const float*>(bias_table_dev.ptr);
+            host_mod.bias_table_len = device_mod.bias_table_len = kFireGrid + 2;
+          }
           if (c.bias_table) {
             attention::Method m = c.learned_bias;
             m.heads = heads;
@@ -431,7 +465,7 @@ int main() {
           }
           // Likewise dbias_by_distance without a learned bias table.
           results.push_back({"dbias", relative_error(got.dbias, want.dbias, 1.0)});
-          if (!c.bias_table) {
+          if (!c.bias_table && !c.fire) {
             for (double value : got.dbias) {
               if (value != 0.0) results.back().error = INFINITY;
             }

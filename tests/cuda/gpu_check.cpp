@@ -21,6 +21,7 @@
 #include "attention/method_tensors.h"
 #include "attention/reference.h"
 #include "attention/score_mod.h"
+#include "tests/cuda/fire_table.h"
 
 namespace {
 
@@ -56,22 +57,50 @@ std::vector<ModCase> mod_cases(int64_t heads, int64_t head_dim) {
   return cases;
 }
 
-// A learned distance bias's parameters moved off their initial values, as ours (float32 on the
-// device) and the reference's (float64, CPU) copies; each side builds its table from them
-// (learned_bias.h), so the parameters' gradients check the kernel's d loss/d table. Empty without
-// a learned bias.
-void learned_parameters(const attention::Method& m, std::vector<torch::Tensor>& ours,
+// Learned values (H, P) split into the row's parameters, in its `learned` order.
+std::vector<torch::Tensor> split_parameters(const attention::Method& m, const torch::Tensor& values) {
+  std::vector<torch::Tensor> params;
+  int64_t column = 0;
+  for (const auto& p : attention::transform_spec(m.transform).learned) {
+    params.push_back(values.narrow(1, column, p.per_head).contiguous());
+    column += p.per_head;
+  }
+  return params;
+}
+
+// Whether the FIRE table these values make has no pair at T on the edge of a kink
+// (tests/cuda/fire_table.h: there float32 and float64 may rightly differ in d loss/d c, d loss/d L).
+bool fire_table_comparable(const attention::Method& m, const torch::Tensor& values, int64_t T) {
+  const torch::Tensor table = attention::learned_bias_table(m, split_parameters(m, values), T).contiguous();
+  const int G = static_cast<int>(table.size(1)) - 2;
+  for (int64_t h = 0; h < table.size(0); ++h)
+    if (!attention::cuda::test::fire_cells_unambiguous(table[h].data_ptr<double>(), G, static_cast<int>(T)))
+      return false;
+  return true;
+}
+
+// A learned bias's parameters moved off their initial values, as ours (float32 on the device) and
+// the reference's (float64, CPU) copies; each side builds its table from them (learned_bias.h), so
+// the parameters' gradients check the kernel's d loss/d table. For a FIRE table the move varies
+// until the table is comparable at T. Empty without a learned bias.
+void learned_parameters(const attention::Method& m, int64_t T, std::vector<torch::Tensor>& ours,
                         std::vector<torch::Tensor>& ref) {
   if (!m.learned_bias()) return;
   const int64_t P = attention::learned_values_per_head(m);
-  const torch::Tensor values =
-      torch::tensor(attention::initial_learned_values(m), torch::kFloat64).view({m.heads, P}) * 0.8 + 0.1;
-  int64_t column = 0;
-  for (const auto& p : attention::transform_spec(m.transform).learned) {
-    const torch::Tensor v = values.narrow(1, column, p.per_head).contiguous();
+  const torch::Tensor initial = torch::tensor(attention::initial_learned_values(m), torch::kFloat64).view({m.heads, P});
+  const bool fire = attention::score_mod(m, T).table_index == attention::TableIndex::kFire;
+  torch::Tensor values = initial * 0.8 + 0.1;
+  for (int attempt = 1; fire && !fire_table_comparable(m, values, T); ++attempt) {
+    if (attempt == 400) {
+      std::printf("note: no FIRE table at T=%lld without pairs on a kink; c, L gradients may differ\n",
+                  static_cast<long long>(T));
+      break;
+    }
+    values = initial * (0.8 + 0.001 * attempt) + (0.1 + 0.0005 * attempt);
+  }
+  for (const torch::Tensor& v : split_parameters(m, values)) {
     ours.push_back(v.to(torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32)).requires_grad_(true));
     ref.push_back(v.clone().requires_grad_(true));
-    column += p.per_head;
   }
 }
 
@@ -94,7 +123,7 @@ bool check_case(torch::ScalarType dtype, int64_t head_dim, int64_t seq_len, cons
                        : torch::Tensor();
   const auto& learned = attention::transform_spec(c.method.transform).learned;
   std::vector<torch::Tensor> params_ours, params_ref;
-  learned_parameters(c.method, params_ours, params_ref);
+  learned_parameters(c.method, seq_len, params_ours, params_ref);
 
   // Ours.
   torch::Tensor q_ours = q.clone().requires_grad_(true), k_ours = k.clone().requires_grad_(true),

@@ -2,6 +2,7 @@
 // (fused_attention_tc.cu) emulated warp by warp and lane by lane through the functions they call,
 // against float64 naive softmax attention.
 #include "tests/cuda/mma_emulation.h"
+#include "tests/cuda/fire_table.h"
 
 namespace mma_test {
 
@@ -17,18 +18,20 @@ struct Problem {
 };
 
 struct Outputs {
-  std::vector<double> o, lse, fixed_mean, dq, dk, dv, dbias;  // dbias (T) for this head
+  std::vector<double> o, lse, fixed_mean, dq, dk, dv, dbias;  // dbias (T) for this head, (G + 2) with FIRE
   double dhead_scale = 0.0;
 };
 
 Outputs reference(const Problem& p) {
   const int T = p.seq_len, D = p.head_dim, h = p.head;
+  const attention::cuda::test::FireReference fire(p.mod, h + 1);  // FIRE's terms in float64
+  const ScoreMod plain = attention::cuda::test::without_query_bias(p.mod);
   Outputs r;
   r.o.assign(static_cast<size_t>(T) * D, 0.0);
   r.dq = r.dk = r.dv = r.o;
   r.lse.assign(T, 0.0);
   r.fixed_mean.assign(T, 0.0);
-  r.dbias.assign(T, 0.0);
+  r.dbias.assign(fire.active() ? fire.len : T, 0.0);
   for (int i = 0; i < T; ++i) {
     std::vector<double> dot(i + 1), prob(i + 1), dprob(i + 1);
     double max_logit = -INFINITY;
@@ -36,7 +39,7 @@ Outputs reference(const Problem& p) {
       double s = 0.0;
       for (int d = 0; d < D; ++d) s += static_cast<double>(p.q[i * D + d]) * p.k[j * D + d];
       dot[j] = s;
-      prob[j] = attention::logit<double>(p.mod, s, i, j, h);
+      prob[j] = attention::logit<double>(plain, s, i, j, h) + (fire.active() ? fire.bias(h, i, i - j) : 0.0);
       max_logit = std::max(max_logit, prob[j]);
     }
     double sum = 0.0;
@@ -64,8 +67,10 @@ Outputs reference(const Problem& p) {
         r.dv[j * D + d] += prob[j] * p.d_o[i * D + d];
       }
       if (p.mod.head_scale) r.dhead_scale += attention::fixed_multiplier<double>(p.mod, i, t) * p.mod.scale * dot[j] * dlogit;
-      r.dbias[t] += dlogit;
+      if (!fire.active()) r.dbias[t] += dlogit;
+      dprob[j] = dlogit;  // kept for FIRE's row gradient below
     }
+    if (fire.active()) fire.add_row_gradient(h, i, dprob, r.dbias.data());
   }
   return r;
 }
@@ -82,6 +87,16 @@ void distance_table(const ScoreMod& mod, int i0, int j0, int head, int seq_len, 
   }
 }
 
+// fill_psi_table of the kernels: FIRE's ψ(t) for the same entries (empty without FIRE).
+std::vector<float> psi_table(const ScoreMod& mod, int i0, int j0, int head, int seq_len) {
+  if (!attention::has_query_bias(mod)) return {};
+  const attention::FireRow<float> fire = attention::fire_row(mod, head);
+  std::vector<float> psi(mma::kDistanceTableLen, 0.f);
+  for (int d = 0; d < mma::kDistances; ++d)
+    psi[d] = fire.psi(static_cast<float>(attention::table_distance(mma::distance_of_entry(d, i0, j0), seq_len)));
+  return psi;
+}
+
 // tc_forward_kernel, one (batch, head): o (bf16 values), lse, fixed_logit_mean.
 void emulate_forward(const Problem& p, std::vector<float>& o, std::vector<float>& lse,
                      std::vector<float>& fixed_mean) {
@@ -92,6 +107,8 @@ void emulate_forward(const Problem& p, std::vector<float>& o, std::vector<float>
   const ScoreMod& mod = p.mod;
   const float head_scale = mod.head_scale ? mod.head_scale[p.head] : 1.f;
   const bool track = mod.head_scale != nullptr;
+  const bool fire_on = attention::has_query_bias(mod);  // the kQueryBias instantiation
+  const attention::FireRow<float> fire = attention::fire_row(mod, p.head);
   for (int m = 0; m < mma::num_tiles(T); ++m) {
     const int i0 = m * mma::kTileQ;
     const std::vector<float> q_img = tile_image(p.q, D, i0, T);
@@ -99,12 +116,13 @@ void emulate_forward(const Problem& p, std::vector<float>& o, std::vector<float>
       const int warp_row0 = w * mma::kWarpRows;
       std::vector<FragA> q_frag(D / 16);
       for (int s = 0; s < D / 16; ++s) q_frag[s] = as_a(ldsm(q_img, D, warp_row0, 16 * s, Pattern::kA, false));
-      float row_coef[32][2], row_fixed[32][2];
+      float row_coef[32][2], row_fixed[32][2], row_norm[32][2];
       for (int lane = 0; lane < 32; ++lane) {
         for (int h = 0; h < 2; ++h) {
           const float factor = attention::row_factor<float>(mod, i0 + warp_row0 + mma::c_row(lane, 2 * h));
           row_coef[lane][h] = head_scale * factor * mod.scale;
           row_fixed[lane][h] = factor * mod.scale;
+          row_norm[lane][h] = fire_on ? fire.norm(i0 + warp_row0 + mma::c_row(lane, 2 * h)) : 0.f;
         }
       }
       std::vector<FragC> o_acc(D / 8, FragC{});
@@ -117,6 +135,7 @@ void emulate_forward(const Problem& p, std::vector<float>& o, std::vector<float>
         const std::vector<float> k_img = tile_image(p.k, D, j0, T), v_img = tile_image(p.v, D, j0, T);
         std::vector<float> factor_t, bias_t;
         distance_table(mod, i0, j0, p.head, T, factor_t, bias_t);
+        const std::vector<float> psi_t = psi_table(mod, i0, j0, p.head, T);
         std::array<FragC, 8> s{};
         for (int ks = 0; ks < D / 16; ++ks) {
           for (int pp = 0; pp < 4; ++pp) {
@@ -136,7 +155,9 @@ void emulate_forward(const Problem& p, std::vector<float>& o, std::vector<float>
               const int d = mma::distance_index(r, c);
               const float acc = s[b][lane][e];
               fixed[b][lane][e] = row_fixed[lane][e >> 1] * factor_t[d] * acc;
-              float logit = mma::tc_logit(row_coef[lane][e >> 1], factor_t[d], bias_t[d], acc);
+              float bias = bias_t[d];
+              if (fire_on) bias += fire.bias(psi_t[d], row_norm[lane][e >> 1]);
+              float logit = mma::tc_logit(row_coef[lane][e >> 1], factor_t[d], bias, acc);
               if (masked && !mma::pair_visible(i0 + r, j0 + c, T)) logit = -INFINITY;
               s[b][lane][e] = logit;
               tile_max[e >> 1][lane] = std::max(tile_max[e >> 1][lane], logit);
@@ -207,6 +228,8 @@ void emulate_backward(const Problem& p, const std::vector<float>& o, const std::
   const ScoreMod& mod = p.mod;
   const float head_scale = mod.head_scale ? mod.head_scale[p.head] : 1.f;
   const bool want_dhead = mod.head_scale != nullptr;
+  const bool fire_on = attention::has_query_bias(mod);  // the kQueryBias instantiation
+  const attention::FireRow<float> fire = attention::fire_row(mod, p.head);
   std::vector<float> delta(T, 0.f), dq_accum(static_cast<size_t>(T) * D, 0.f);
   for (int i = 0; i < T; ++i) {
     float sum = 0.f;
@@ -215,7 +238,7 @@ void emulate_backward(const Problem& p, const std::vector<float>& o, const std::
   }
   dk.assign(static_cast<size_t>(T) * D, NAN);
   dv.assign(static_cast<size_t>(T) * D, NAN);
-  dbias.assign(T, 0.f);
+  dbias.assign(fire_on ? mod.bias_table_len : T, 0.f);  // FIRE: its d loss/d table row
   dhead_scale = 0.f;
 
   for (int kt = 0; kt < mma::num_tiles(T); ++kt) {
@@ -235,7 +258,9 @@ void emulate_backward(const Problem& p, const std::vector<float>& o, const std::
       const std::vector<float> q_img = tile_image(p.q, D, i0, T), do_img = tile_image(p.d_o, D, i0, T);
       std::vector<float> factor_t, bias_t;
       distance_table(mod, i0, j0, p.head, T, factor_t, bias_t);
-      float row_lse[64], row_delta[64], row_coef[64], row_fixed[64], row_mean[64];
+      const std::vector<float> psi_t = psi_table(mod, i0, j0, p.head, T);
+      float row_lse[64], row_delta[64], row_coef[64], row_fixed[64], row_mean[64], row_norm[64];
+      attention::FireRowSums<float> fire_sums[64];  // per query row of the tile, over its warps
       for (int r = 0; r < 64; ++r) {
         const int i = i0 + r;
         const bool valid = i < T;
@@ -245,6 +270,7 @@ void emulate_backward(const Problem& p, const std::vector<float>& o, const std::
         row_coef[r] = head_scale * factor * mod.scale;
         row_fixed[r] = factor * mod.scale;
         row_mean[r] = valid && want_dhead ? fixed_mean[i] : 0.f;
+        row_norm[r] = fire_on ? fire.norm(i) : 0.f;
       }
       const bool masked = mma::tile_needs_mask(i0, j0, T);
       std::vector<float> dst_img(64 * 64, NAN), dist_grad(mma::kDistanceTableLen, 0.f);
@@ -268,11 +294,15 @@ void emulate_backward(const Problem& p, const std::vector<float>& o, const std::
                 const int qr = 16 * chunk + 8 * b + mma::c_col(lane, e);
                 const int d = mma::distance_index(qr, kr);
                 const bool visible = !masked || mma::pair_visible(i0 + qr, j0 + kr, T);
+                const float bias = fire_on ? bias_t[d] + fire.bias(psi_t[d], row_norm[qr]) : bias_t[d];
                 const mma::BackwardTerms t = mma::tc_backward_terms(
                     visible, s[b][lane][e], dp[b][lane][e], row_coef[qr], row_fixed[qr], factor_t[d],
-                    bias_t[d], row_lse[qr], row_delta[qr], row_mean[qr]);
+                    bias, row_lse[qr], row_delta[qr], row_mean[qr]);
                 if (want_dhead) dhead_lane[lane] += t.dhead;
-                if (visible) dist_grad[d] += t.dlogit;
+                if (visible && !fire_on) dist_grad[d] += t.dlogit;
+                if (visible && fire_on)
+                  attention::fire_pair_gradient(fire, psi_t[d], row_norm[qr], (i0 + qr) - (j0 + kr), t.dlogit,
+                                                dbias.data(), fire_sums[qr]);
                 s[b][lane][e] = t.p;
                 dp[b][lane][e] = t.ds;
               }
@@ -302,10 +332,13 @@ void emulate_backward(const Problem& p, const std::vector<float>& o, const std::
         }
         for (int lane = 0; lane < 32; ++lane) dhead_block += dhead_lane[lane];
       }
-      for (int d = 0; d < mma::kDistances; ++d) {
+      for (int d = 0; d < mma::kDistances && !fire_on; ++d) {
         const int t = mma::distance_of_entry(d, i0, j0);
         if (t >= 0 && t < T) dbias[t] += dist_grad[d];
       }
+      // FIRE: each query row's c and L gradient from the tile pair's sums.
+      for (int r = 0; r < 64 && fire_on; ++r)
+        if (i0 + r < T) attention::fire_row_gradient(fire, i0 + r, fire_sums[r], dbias.data());
       // dQ: warp w, query rows 16w .., dS (from dSᵀ with ldmatrix.trans) · K (ldmatrix.trans).
       for (int w = 0; w < mma::kWarps; ++w) {
         const int warp_row0 = w * mma::kWarpRows;
@@ -413,7 +446,18 @@ void check_kernels(std::mt19937& rng) {
   ScoreMod logn_kerple;
   logn_kerple.row = attention::RowFactor::kLogN;
   logn_kerple.head_scale = head_scales;
-  const ModCase mods[] = {{"scale-invariant+alibi", &si_alibi}, {"logn+head_scale+kerple", &logn_kerple}};
+  // FIRE (a random table for 2 heads, G = 33, exactly 2 (G + 2) entries, made per shape) on top of
+  // LogN's learned head scale: the per-pair bias in both forward passes and its gradient.
+  constexpr int kFireGrid = 33;
+  std::vector<float> fire_table;
+  ScoreMod logn_fire;
+  logn_fire.row = attention::RowFactor::kLogN;
+  logn_fire.head_scale = head_scales;
+  logn_fire.table_index = attention::TableIndex::kFire;
+  logn_fire.bias_table_len = kFireGrid + 2;
+  const ModCase mods[] = {{"scale-invariant+alibi", &si_alibi},
+                          {"logn+head_scale+kerple", &logn_kerple},
+                          {"logn+head_scale+fire", &logn_fire}};
 
   std::normal_distribution<float> normal(0.f, 1.f);
   struct Shape {
@@ -427,6 +471,9 @@ void check_kernels(std::mt19937& rng) {
       for (int t = 0; t < table_len; ++t) kerple_table[h * table_len + t] = -r[h][0] * std::log1p(r[h][1] * t);
     logn_kerple.bias_table = kerple_table.data();
     logn_kerple.bias_table_len = table_len;
+    fire_table = attention::cuda::test::random_fire_table(2, kFireGrid, shape.seq_len, rng);
+    fire_table.shrink_to_fit();
+    logn_fire.bias_table = fire_table.data();
     for (const ModCase& c : mods) {
       Problem p;
       p.seq_len = shape.seq_len;

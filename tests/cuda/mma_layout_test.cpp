@@ -18,8 +18,9 @@
 //     P rounded to bf16 and re-packed, o and lse) and the backward kernel likewise (Sᵀ, dPᵀ, P from lse, dS, dV += Pᵀ·dO,
 //     dK += dSᵀ·Q, dSᵀ through shared memory, dQ = dS·K, dhead_scale, dbias_by_distance), against
 //     float64 naive softmax attention, for T ∈ {37, 100, 130} (one, two, three 64-key tiles, the
-//     last ragged), D = 64 (and 128 at T = 100), under scale-invariant + ALiBi and under
-//     LogN's learned head scale + KERPLE's learned bias.
+//     last ragged), D = 64 (and 128 at T = 100), under scale-invariant + ALiBi, under LogN's
+//     learned head scale + KERPLE's learned bias, and under LogN's head scale + a FIRE table (the
+//     kQueryBias kernels: ψ and normaliser tables, the per-pair bias, d loss/d table).
 //
 // What it cannot check: that the hardware does what the PTX ISA says (the emulation is written
 // from the same documentation), the PTX wrappers' operand order, races, and cp.async timing.
