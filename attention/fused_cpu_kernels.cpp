@@ -213,8 +213,8 @@ inline int64_t zigzag(int64_t w, int64_t n) { return (w % 2 == 0) ? w / 2 : n - 
 
 // ---- FIRE: a bias that sees the query position ---------------------------------------------------
 // Distance-only methods read a tile row's bias straight from the per-distance table; FIRE's adds
-// f_h(ψ_h(t) / N_h(i)) per pair (score_mod.h), so its rows go through a strip: one branch per tile
-// row is all the distance-only path pays.
+// f_h(ψ_h(t) / N_h(i)) per pair (score_mod.h), so its rows go through a strip. The workers take it
+// as a template parameter (QueryBias): the distance-only instantiations are the code without it.
 
 template <class T>
 FireRow<T> fire_row_of(const Problem<T>& P, int64_t h) {
@@ -288,12 +288,12 @@ ATTN_INLINE void online_softmax_row(T* s, int64_t nc, T rc, const T* mu, const T
   l_run += S::hsum(vsum);
 }
 
-template <class I, class T>
+template <class I, bool QueryBias, class T>
 ATTN_INLINE void forward_worker(const Problem<T>& P, const ForwardOut<T>& F, TaskCounter& next) {
   const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Tp = P.Tp, Bq = P.Bq, Bk = P.Bk;
   const int64_t nq = (T_ + Bq - 1) / Bq;
   const int64_t BH = P.B * P.H, tasks = BH * nq;
-  std::vector<T> s(Bq * Bk), o(Bq * Dp), m_run(Bq), l_run(Bq), rc(Bq), strip(P.fire ? Bk : 0);
+  std::vector<T> s(Bq * Bk), o(Bq * Dp), m_run(Bq), l_run(Bq), rc(Bq), strip(QueryBias ? Bk : 0);
   for (int64_t w = next++; w < tasks; w = next++) {
     // Task w: head w / nq, query block nq − 1 − w % nq (its last blocks, with the most keys,
     // first). Both threads on one head: at T = 16384 its K and V (8 MB) stay in L3 for both,
@@ -317,7 +317,8 @@ ATTN_INLINE void forward_worker(const Problem<T>& P, const ForwardOut<T>& F, Tas
       gemm<I, false>(m, nc, Dp, qi, Dp, 1, kth + j0 * Dp, Bk, s.data(), Bk);  // S = Q·Kᵀ
       for (int64_t r = 0; r < m; ++r) {
         const int64_t e0 = (T_ - 1) - (i0 + r) + j0;
-        const T* bias = P.fire ? fire_strip(P, h, i0 + r, j0, nc, bias_h + e0, strip.data()) : bias_h + e0;
+        const T* bias = bias_h + e0;
+        if constexpr (QueryBias) bias = fire_strip(P, h, i0 + r, j0, nc, bias, strip.data());
         online_softmax_row<I>(s.data() + r * Bk, nc, rc[r], P.mult + e0, bias, m_run[r], l_run[r],
                               o.data() + r * Dp, Dp);
       }
@@ -359,13 +360,13 @@ ATTN_INLINE T backward_row(T* s, T* dp, int64_t nc, T rc, const T* mu, const T* 
   return ParamGrad ? S::hsum(vhead) : T(0);
 }
 
-template <class I, bool ParamGrad, class T>
+template <class I, bool ParamGrad, bool QueryBias, class T>
 ATTN_INLINE void backward_worker(const Problem<T>& P, const BackwardIO<T>& G, TaskCounter& next) {
   const int64_t T_ = P.n_ctx, D = P.D, Dp = P.Dp, Tp = P.Tp, Bq = P.Bq, Bk = P.Bk, C = G.C;
   const int64_t nk = P.nkb;
   const int64_t tasks = P.B * P.H * C;
   std::vector<T> s(Bq * Bk), dp(Bq * Bk), dk(Bk * Dp), dv(Bk * Dp), dq(T_ * Dp);
-  std::vector<T> strip(P.fire ? Bk : 0), dl(P.fire ? Bk : 0);  // FIRE's bias and d loss/d logit of a row
+  std::vector<T> strip(QueryBias ? Bk : 0), dl(QueryBias ? Bk : 0);  // FIRE's bias and d loss/d logit of a row
   T* gbias = nullptr;  // this task's row of G.dbias
   for (int64_t w = next++; w < tasks; w = next++) {
     const int64_t bh = w / C, c = w % C, h = bh % P.H;  // (b, h) and its key-block set c
@@ -398,16 +399,20 @@ ATTN_INLINE void backward_worker(const Problem<T>& P, const BackwardIO<T>& G, Ta
         gemm<I, false>(m, nc, Dp, doi, Dp, 1, vth + j0 * Dp, Bk, dp.data(), Bk);  // dO·Vᵀ
         for (int64_t r = 0; r < m; ++r) {
           const int64_t i = i0 + r, e0 = (T_ - 1) - i + j0;
-          const T* bias = P.fire ? fire_strip(P, h, i, j0, nc, bias_h + e0, strip.data()) : bias_h + e0;
+          const T* bias = bias_h + e0;
           T* gb = gbias ? gbias + e0 : nullptr;
-          if (P.fire && gbias) {  // the row's d loss/d logit, for fire_scatter
-            std::fill_n(dl.data(), nc, T(0));
-            gb = dl.data();
+          if constexpr (QueryBias) {
+            bias = fire_strip(P, h, i, j0, nc, bias, strip.data());
+            if (gbias) {  // the row's d loss/d logit, for fire_scatter
+              std::fill_n(dl.data(), nc, T(0));
+              gb = dl.data();
+            }
           }
           const T g = backward_row<I, ParamGrad>(s.data() + r * Bk, dp.data() + r * Bk, nc,
                                                  hs * P.row[i], P.mult + e0, bias, lse[i], delta[i], gb);
           if constexpr (ParamGrad) dhead += double(g) * double(P.row[i]);
-          if (P.fire && gbias) fire_scatter(P, h, i, j0, nc, dl.data(), gbias);
+          if constexpr (QueryBias)
+            if (gbias) fire_scatter(P, h, i, j0, nc, dl.data(), gbias);
         }
         gemm<I, true>(nc, Dp, m, s.data(), 1, Bk, doi, Dp, dv.data(), Dp);   // dV += Pᵀ·dO
         gemm<I, true>(nc, Dp, m, dp.data(), 1, Bk, qi, Dp, dk.data(), Dp);   // dK += dSᵀ·Q
@@ -448,13 +453,13 @@ template <class T>
 using Generic = Isa<T, 16, 4, 2>;
 
 #define ATTN_DEFINE_WORKERS(NAME, ISA, TARGET)                                                   \
-  template <class T>                                                                             \
+  template <class T, bool QueryBias>                                                             \
   TARGET void forward_##NAME(const Problem<T>& P, const ForwardOut<T>& F, TaskCounter& next) {   \
-    forward_worker<ISA<T>>(P, F, next);                                                          \
+    forward_worker<ISA<T>, QueryBias>(P, F, next);                                               \
   }                                                                                              \
-  template <class T, bool ParamGrad>                                                             \
+  template <class T, bool ParamGrad, bool QueryBias>                                             \
   TARGET void backward_##NAME(const Problem<T>& P, const BackwardIO<T>& G, TaskCounter& next) {  \
-    backward_worker<ISA<T>, ParamGrad>(P, G, next);                                              \
+    backward_worker<ISA<T>, ParamGrad, QueryBias>(P, G, next);                                   \
   }
 
 ATTN_DEFINE_WORKERS(avx512, Avx512, ATTN_TARGET_AVX512)
@@ -491,15 +496,32 @@ IsaKind active_isa() {
   return o < 0 ? detected : IsaKind(o);
 }
 
+template <class T, bool QueryBias>
+void forward_on(IsaKind isa, const Problem<T>& P, const ForwardOut<T>& F, TaskCounter& next) {
+  switch (isa) {
+    case IsaKind::kAvx512: forward_avx512<T, QueryBias>(P, F, next); break;
+    case IsaKind::kAvx2: forward_avx2<T, QueryBias>(P, F, next); break;
+    default: forward_generic<T, QueryBias>(P, F, next); break;
+  }
+}
+
+template <class T, bool ParamGrad, bool QueryBias>
+void backward_on(IsaKind isa, const Problem<T>& P, const BackwardIO<T>& G, TaskCounter& next) {
+  switch (isa) {
+    case IsaKind::kAvx512: backward_avx512<T, ParamGrad, QueryBias>(P, G, next); break;
+    case IsaKind::kAvx2: backward_avx2<T, ParamGrad, QueryBias>(P, G, next); break;
+    default: backward_generic<T, ParamGrad, QueryBias>(P, G, next); break;
+  }
+}
+
 template <class T>
 void run_forward(const Problem<T>& P, const ForwardOut<T>& F) {
   const IsaKind isa = active_isa();
   run_workers(P.B * P.H * ((P.n_ctx + P.Bq - 1) / P.Bq), [&](TaskCounter& next) {
-    switch (isa) {
-      case IsaKind::kAvx512: forward_avx512(P, F, next); break;
-      case IsaKind::kAvx2: forward_avx2(P, F, next); break;
-      default: forward_generic(P, F, next); break;
-    }
+    if (P.fire)
+      forward_on<T, true>(isa, P, F, next);
+    else
+      forward_on<T, false>(isa, P, F, next);
   });
 }
 
@@ -507,11 +529,10 @@ template <class T, bool ParamGrad>
 void run_backward(const Problem<T>& P, const BackwardIO<T>& G) {
   const IsaKind isa = active_isa();
   run_workers(P.B * P.H * G.C, [&](TaskCounter& next) {
-    switch (isa) {
-      case IsaKind::kAvx512: backward_avx512<T, ParamGrad>(P, G, next); break;
-      case IsaKind::kAvx2: backward_avx2<T, ParamGrad>(P, G, next); break;
-      default: backward_generic<T, ParamGrad>(P, G, next); break;
-    }
+    if (P.fire)
+      backward_on<T, ParamGrad, true>(isa, P, G, next);
+    else
+      backward_on<T, ParamGrad, false>(isa, P, G, next);
   });
 }
 
