@@ -21,6 +21,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention/cuda/fused_attention.cuh"
@@ -161,10 +162,16 @@ Result reference(const std::vector<double>& q, const std::vector<double>& k,
 
 struct DeviceBuffer {
   void* ptr = nullptr;
+  DeviceBuffer() = default;
   explicit DeviceBuffer(size_t bytes) { CHECK_CUDA(cudaMalloc(&ptr, std::max<size_t>(bytes, 16))); }
   ~DeviceBuffer() { cudaFree(ptr); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& other) noexcept : ptr(other.ptr) { other.ptr = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    std::swap(ptr, other.ptr);
+    return *this;
+  }
 };
 
 size_t element_bytes(DType dtype) { return dtype == DType::kFloat32 ? 4 : 2; }
@@ -320,6 +327,180 @@ bool device_available() {
   return status == cudaSuccess && count > 0;
 }
 
+
+// Kernel argument checks that need no kernel; false when one is not rejected.
+bool unsupported_head_dim_is_rejected() {
+  FusedArgs unsupported;
+  unsupported.batch = 1;
+  unsupported.heads = 1;
+  unsupported.seq_len = 8;
+  unsupported.head_dim = 96;
+  return attention::cuda::fused_attention_forward(unsupported, nullptr) == cudaErrorInvalidValue;
+}
+
+// Which kernels bf16 runs on this device (fused_attention.cu's dispatch).
+void print_dispatch() {
+  cudaDeviceProp properties{};
+  int device = 0;
+  CHECK_CUDA(cudaGetDevice(&device));
+  CHECK_CUDA(cudaGetDeviceProperties(&properties, device));
+  std::printf("device: %s (sm_%d%d)\n", properties.name, properties.major, properties.minor);
+  for (const int head_dim : {64, 128}) {
+    FusedArgs probe;
+    probe.head_dim = head_dim;
+    probe.dtype = DType::kBFloat16;
+    std::printf("bf16 D=%d: forward %s, backward %s\n", head_dim,
+                attention::cuda::tc::usable(probe, false) ? "tensor cores" : "SIMT",
+                attention::cuda::tc::usable(probe, true) ? "tensor cores" : "SIMT");
+  }
+}
+
+// The per-head constants every case may read: head scales, and ALiBi's slopes from the registry
+// (attention/method.h), on the host and on the device.
+struct HeadConstants {
+  float head_scales[kHeads] = {0.7f, 1.0f, 1.4f};
+  float alibi_slopes[kHeads];
+  DeviceBuffer head_scales_dev{sizeof(head_scales)}, alibi_slopes_dev{sizeof(alibi_slopes)};
+  HeadConstants() {
+    const std::vector<double> slopes = attention::alibi_slopes(kHeads);
+    for (int h = 0; h < kHeads; ++h) alibi_slopes[h] = static_cast<float>(slopes[h]);
+    CHECK_CUDA(cudaMemcpy(head_scales_dev.ptr, head_scales, sizeof(head_scales), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(alibi_slopes_dev.ptr, alibi_slopes, sizeof(alibi_slopes), cudaMemcpyHostToDevice));
+  }
+};
+
+// One problem's inputs, rounded to the element type so the reference sees exactly what the
+// kernel sees.
+struct Problem {
+  DType dtype;
+  int batch, heads, seq_len, head_dim;
+  std::vector<double> q, k, v, d_o;
+};
+
+// A case's score mods for the host reference and the device, with their learned table: a
+// registry row's at its initial values plus noise, so that every entry differs (T5's buckets
+// start at 0), (heads, seq_len); FIRE's random table, (heads, G + 2).
+struct CaseMods {
+  ScoreMod host, device;
+  std::vector<float> bias_table;
+  DeviceBuffer bias_table_dev;
+};
+void attach_tables(const ModCase& c, const Problem& p, const HeadConstants& k, std::mt19937& rng, CaseMods& m) {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  m.host = m.device = c.mod;
+  if (c.head_scale) {
+    m.host.head_scale = k.head_scales;
+    m.device.head_scale = static_cast<const float*>(k.head_scales_dev.ptr);
+  }
+  if (c.alibi) {
+    m.host.alibi_slope = k.alibi_slopes;
+    m.device.alibi_slope = static_cast<const float*>(k.alibi_slopes_dev.ptr);
+  }
+  int len = 0;
+  if (c.fire) {
+    m.bias_table = attention::cuda::test::random_fire_table(p.heads, kFireGrid, p.seq_len, rng);
+    len = kFireGrid + 2;
+  } else if (c.bias_table) {
+    attention::Method method = c.learned_bias;
+    method.heads = p.heads;
+    const std::vector<double> values =
+        attention::learned_bias_table_values(method, attention::initial_learned_values(method), p.seq_len);
+    for (double value : values) m.bias_table.push_back(static_cast<float>(value + 0.5 * normal(rng)));
+    len = p.seq_len;
+  }
+  if (len == 0) return;
+  m.bias_table_dev = DeviceBuffer(m.bias_table.size() * sizeof(float));
+  CHECK_CUDA(cudaMemcpy(m.bias_table_dev.ptr, m.bias_table.data(), m.bias_table.size() * sizeof(float),
+                        cudaMemcpyHostToDevice));
+  m.host.bias_table = m.bias_table.data();
+  m.device.bias_table = static_cast<const float*>(m.bias_table_dev.ptr);
+  m.host.bias_table_len = m.device.bias_table_len = len;
+}
+
+// One case against the float64 reference: prints its line, returns whether every output is within
+// `tolerance` (max |err| / max |ref|) and counts its checks.
+bool check_case(const ModCase& c, const Problem& p, const HeadConstants& constants, std::mt19937& rng,
+                double tolerance, int& checks) {
+  CaseMods m;
+  attach_tables(c, p, constants, rng, m);
+  const Result want = reference(p.q, p.k, p.v, p.d_o, m.host, p.batch, p.heads, p.seq_len, p.head_dim);
+  const Result got = run_kernels(p.q, p.k, p.v, p.d_o, m.device, p.dtype, p.batch, p.heads, p.seq_len, p.head_dim);
+  struct Check {
+    const char* name;
+    double error;
+  };
+  std::vector<Check> results = {
+      {"o", relative_error(got.o, want.o, 1e-3)},     {"lse", relative_error(got.lse, want.lse, 1e-3)},
+      {"dq", relative_error(got.dq, want.dq, 1.0)},   {"dk", relative_error(got.dk, want.dk, 1.0)},
+      {"dv", relative_error(got.dv, want.dv, 1e-3)},
+  };
+  // Without a learned head scale the kernel must leave dhead_scale at zero; likewise
+  // dbias_by_distance without a learned table.
+  results.push_back({"dhead_scale", relative_error(got.dhead_scale, want.dhead_scale, 1.0)});
+  if (!c.head_scale)
+    for (double value : got.dhead_scale)
+      if (value != 0.0) results.back().error = INFINITY;
+  results.push_back({"dbias", relative_error(got.dbias, want.dbias, 1.0)});
+  if (!c.bias_table && !c.fire)
+    for (double value : got.dbias)
+      if (value != 0.0) results.back().error = INFINITY;
+  bool ok = true;
+  std::string line;
+  for (const Check& check : results) {
+    ++checks;
+    const bool pass = check.error <= tolerance;
+    ok = ok && pass;
+    char text[64];
+    std::snprintf(text, sizeof(text), " %s=%.2e%s", check.name, check.error, pass ? "" : "!");
+    line += text;
+  }
+  std::printf("%-4s %-5s D=%-3d T=%-4d %-26s%s\n", ok ? "ok" : "FAIL", p.dtype == DType::kBFloat16 ? "bf16" : "fp32",
+              p.head_dim, p.seq_len, c.name.c_str(), line.c_str());
+  return ok;
+}
+
+// Every case of one element type; returns the failing cases.
+int check_dtype(DType dtype, const HeadConstants& constants, std::mt19937& rng, int& checks) {
+  const bool bf16 = dtype == DType::kBFloat16;
+  // Tolerances, as max |err| / max |ref| against float64 on the same (already rounded) inputs.
+  // fp32: fp32 accumulation over ≤ 200 terms and fp32 exp/log, ~1e-6; 1e-4 leaves room.
+  // bf16: bf16 has an 8-bit significand, unit roundoff u = 2^-9 ≈ 2e-3. Beyond the inputs
+  // (exact here), the kernels round o, dq, dk, dv to bf16 on output (≤ u each) and, on the
+  // tensor-core path, P to bf16 for P·V and dV += Pᵀ·dO and dS to bf16 for dK and dQ, as
+  // FlashAttention-2 does (≤ u per element, mostly averaging out over a row). Those are a few u
+  // together, ≤ ~1e-2 in the worst case where they add up (the host emulation of the
+  // tensor-core kernels, mma_layout_test.cpp, sees ≤ 8.6e-3); lse, dhead_scale and dbias are
+  // accumulated in fp32. 2e-2 (10 u) holds that with margin, while a wrong layout, tile or mask
+  // gives errors of order one. The same bound covers the SIMT path (fp32 P and dS).
+  const double tolerance = bf16 ? 2e-2 : 1e-4;
+  std::normal_distribution<double> normal(0.0, 1.0);
+  int failures = 0;
+  for (const int head_dim : {64, 128}) {
+    std::vector<int> seq_lens = {1, 37, 200};
+    if (bf16) seq_lens.push_back(kLongSeqLen);
+    for (const int seq_len : seq_lens) {
+      // T = 4096: B = H = 1 (the reference is O(T²·D) in float64, a few seconds per score mod).
+      const bool long_case = seq_len == kLongSeqLen;
+      Problem p{dtype, long_case ? 1 : kBatch, long_case ? 1 : kHeads, seq_len, head_dim, {}, {}, {}, {}};
+      const size_t elems = static_cast<size_t>(p.batch) * p.heads * seq_len * head_dim;
+      for (std::vector<double>* x : {&p.q, &p.k, &p.v, &p.d_o}) {
+        x->resize(elems);
+        for (double& value : *x) {
+          const float f = static_cast<float>(normal(rng));
+          value = bf16 ? bf16_to_float(float_to_bf16(f)) : f;
+        }
+      }
+      for (const ModCase& c : mod_cases(head_dim, seq_len)) {
+        // At T = 4096: no transform, the learned bias (KERPLE) and everything at once, which
+        // between them reach every term of the logit and every gradient output.
+        if (long_case && !(c.name == "none" || c.name == "kerple-log" || (c.head_scale && c.alibi))) continue;
+        if (!check_case(c, p, constants, rng, tolerance, checks)) ++failures;
+      }
+    }
+  }
+  return failures;
+}
+
 }  // namespace
 
 int main() {
@@ -327,168 +508,15 @@ int main() {
     std::printf("SKIPPED: no CUDA device\n");
     return kSkipped;
   }
-
-  // Argument checks need no kernel.
-  {
-    FusedArgs unsupported;
-    unsupported.batch = 1;
-    unsupported.heads = 1;
-    unsupported.seq_len = 8;
-    unsupported.head_dim = 96;
-    if (attention::cuda::fused_attention_forward(unsupported, nullptr) != cudaErrorInvalidValue) {
-      std::printf("FAIL: head_dim 96 was not rejected\n");
-      return 1;
-    }
+  if (!unsupported_head_dim_is_rejected()) {
+    std::printf("FAIL: head_dim 96 was not rejected\n");
+    return 1;
   }
-
-  // Which kernels bf16 runs on this device (fused_attention.cu's dispatch).
-  {
-    cudaDeviceProp properties{};
-    int device = 0;
-    CHECK_CUDA(cudaGetDevice(&device));
-    CHECK_CUDA(cudaGetDeviceProperties(&properties, device));
-    std::printf("device: %s (sm_%d%d)\n", properties.name, properties.major, properties.minor);
-    for (const int head_dim : {64, 128}) {
-      FusedArgs probe;
-      probe.head_dim = head_dim;
-      probe.dtype = DType::kBFloat16;
-      std::printf("bf16 D=%d: forward %s, backward %s\n", head_dim,
-                  attention::cuda::tc::usable(probe, false) ? "tensor cores" : "SIMT",
-                  attention::cuda::tc::usable(probe, true) ? "tensor cores" : "SIMT");
-    }
-  }
-
-  const float head_scales[kHeads] = {0.7f, 1.0f, 1.4f};
-  // ALiBi's slopes and KERPLE's initial (r1, r2) per head, from the registry (attention/method.h).
-  float alibi_slopes[kHeads];
-  const std::vector<double> slopes = attention::alibi_slopes(kHeads);
-  for (int h = 0; h < kHeads; ++h) alibi_slopes[h] = static_cast<float>(slopes[h]);
-  DeviceBuffer head_scales_dev(sizeof(head_scales)), alibi_slopes_dev(sizeof(alibi_slopes));
-  CHECK_CUDA(cudaMemcpy(head_scales_dev.ptr, head_scales, sizeof(head_scales), cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(alibi_slopes_dev.ptr, alibi_slopes, sizeof(alibi_slopes), cudaMemcpyHostToDevice));
-
+  print_dispatch();
+  const HeadConstants constants;
   std::mt19937 rng(1234);
-  std::normal_distribution<double> normal(0.0, 1.0);
   int failures = 0, checks = 0;
-
-  for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
-    const bool bf16 = dtype == DType::kBFloat16;
-    // Tolerances, as max |err| / max |ref| against float64 on the same (already rounded) inputs.
-    // fp32: fp32 accumulation over ≤ 200 terms and fp32 exp/log, ~1e-6; 1e-4 leaves room.
-    // bf16: bf16 has an 8-bit significand, unit roundoff u = 2^-9 ≈ 2e-3. Beyond the inputs
-    // (exact here), the kernels round o, dq, dk, dv to bf16 on output (≤ u each) and, on the
-    // tensor-core path, P to bf16 for P·V and dV += Pᵀ·dO and dS to bf16 for dK and dQ, as
-    // FlashAttention-2 does (≤ u per element, mostly averaging out over a row). Those are a few u
-    // together, ≤ ~1e-2 in the worst case where they add up (the host emulation of the
-    // tensor-core kernels, mma_layout_test.cpp, sees ≤ 8.6e-3); lse, dhead_scale and dbias are
-    // accumulated in fp32. 2e-2 (10 u) holds that with margin, while a wrong layout, tile or mask
-    // gives errors of order one. The same bound covers the SIMT path (fp32 P and dS).
-    const double tolerance = bf16 ? 2e-2 : 1e-4;
-    for (const int head_dim : {64, 128}) {
-      std::vector<int> seq_lens = {1, 37, 200};
-      if (bf16) seq_lens.push_back(kLongSeqLen);
-      for (const int seq_len : seq_lens) {
-        // T = 4096: B = H = 1 (the reference is O(T²·D) in float64, a few seconds per score mod).
-        const bool long_case = seq_len == kLongSeqLen;
-        const int batch = long_case ? 1 : kBatch;
-        const int heads = long_case ? 1 : kHeads;
-        // Inputs rounded to the element type, so the reference sees exactly what the kernel sees.
-        const size_t elems = static_cast<size_t>(batch) * heads * seq_len * head_dim;
-        auto random_input = [&] {
-          std::vector<double> x(elems);
-          for (double& value : x) {
-            const float f = static_cast<float>(normal(rng));
-            value = bf16 ? bf16_to_float(float_to_bf16(f)) : f;
-          }
-          return x;
-        };
-        const std::vector<double> q = random_input(), k = random_input(), v = random_input(),
-                                  d_o = random_input();
-
-        for (const ModCase& c : mod_cases(head_dim, seq_len)) {
-          // At T = 4096: no transform, the learned bias (KERPLE) and everything at once, which
-          // between them reach every term of the logit and every gradient output.
-          if (long_case && !(c.name == "none" || c.name == "kerple-log" || (c.head_scale && c.alibi))) continue;
-          ScoreMod host_mod = c.mod, device_mod = c.mod;
-          if (c.head_scale) {
-            host_mod.head_scale = head_scales;
-            device_mod.head_scale = static_cast<const float*>(head_scales_dev.ptr);
-          }
-          if (c.alibi) {
-            host_mod.alibi_slope = alibi_slopes;
-            device_mod.alibi_slope = static_cast<const float*>(alibi_slopes_dev.ptr);
-          }
-          // (heads, seq_len): the row's table at its initial values, plus noise so that every
-          // entry differs (T5's buckets start at 0). FIRE: (heads, G + 2).
-          std::vector<float> bias_table;
-          DeviceBuffer bias_table_dev(static_cast<size_t>(heads) * std::max(seq_len, kFireGrid + 2) * sizeof(float));
-          if (c.fire) {
-            bias_table = attention::cuda::test::random_fire_table(heads, kFireGrid, seq_len, rng);
-            CHECK_CUDA(cudaMemcpy(bias_table_dev.ptr, bias_table.data(), bias_table.size() * sizeof(float),
-                                  cudaMemcpyHostToDevice));
-            host_mod.bias_table = bias_table.data();
-            device_mod.bias_table = static_cast<const float*>(bias_table_dev.ptr);
-            host_mod.bias_table_len = device_mod.bias_table_len = kFireGrid + 2;
-          }
-          if (c.bias_table) {
-            attention::Method m = c.learned_bias;
-            m.heads = heads;
-            const std::vector<double> values =
-                attention::learned_bias_table_values(m, attention::initial_learned_values(m), seq_len);
-            for (double value : values) bias_table.push_back(static_cast<float>(value + 0.5 * normal(rng)));
-            CHECK_CUDA(cudaMemcpy(bias_table_dev.ptr, bias_table.data(), bias_table.size() * sizeof(float),
-                                  cudaMemcpyHostToDevice));
-            host_mod.bias_table = bias_table.data();
-            device_mod.bias_table = static_cast<const float*>(bias_table_dev.ptr);
-            host_mod.bias_table_len = device_mod.bias_table_len = seq_len;
-          }
-          const Result want = reference(q, k, v, d_o, host_mod, batch, heads, seq_len, head_dim);
-          const Result got = run_kernels(q, k, v, d_o, device_mod, dtype, batch, heads, seq_len, head_dim);
-
-          struct Check {
-            const char* name;
-            double error;
-          };
-          std::vector<Check> results = {
-              {"o", relative_error(got.o, want.o, 1e-3)},
-              {"lse", relative_error(got.lse, want.lse, 1e-3)},
-              {"dq", relative_error(got.dq, want.dq, 1.0)},
-              {"dk", relative_error(got.dk, want.dk, 1.0)},
-              {"dv", relative_error(got.dv, want.dv, 1e-3)},
-          };
-          // Without a learned head scale the kernel must leave dhead_scale at zero.
-          results.push_back({"dhead_scale", relative_error(got.dhead_scale, want.dhead_scale, 1.0)});
-          if (!c.head_scale) {
-            for (double value : got.dhead_scale) {
-              if (value != 0.0) results.back().error = INFINITY;
-            }
-          }
-          // Likewise dbias_by_distance without a learned bias table.
-          results.push_back({"dbias", relative_error(got.dbias, want.dbias, 1.0)});
-          if (!c.bias_table && !c.fire) {
-            for (double value : got.dbias) {
-              if (value != 0.0) results.back().error = INFINITY;
-            }
-          }
-
-          bool ok = true;
-          std::string line;
-          for (const Check& check : results) {
-            ++checks;
-            const bool pass = check.error <= tolerance;
-            ok = ok && pass;
-            char text[64];
-            std::snprintf(text, sizeof(text), " %s=%.2e%s", check.name, check.error, pass ? "" : "!");
-            line += text;
-          }
-          if (!ok) ++failures;
-          std::printf("%-4s %-5s D=%-3d T=%-4d %-26s%s\n", ok ? "ok" : "FAIL", bf16 ? "bf16" : "fp32",
-                      head_dim, seq_len, c.name.c_str(), line.c_str());
-        }
-      }
-    }
-  }
-
+  for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) failures += check_dtype(dtype, constants, rng, checks);
   std::printf("%s: %d check(s), %d failing case(s); tolerances fp32 1e-4, bf16 2e-2 (max |err| / max |ref|)\n",
               failures ? "FAILED" : "PASSED", checks, failures);
   return failures ? 1 : 0;
