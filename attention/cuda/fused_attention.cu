@@ -160,21 +160,6 @@ __device__ void fill_psi_table(float* psi, const FireRow<float>& fire, int i0, i
     psi[k] = fire.psi(static_cast<float>(table_distance(k + t_first, seq_len)));
 }
 
-// One entry of d loss/d table in shared memory: fire_pair_gradient and fire_row_gradient add to it
-// through shared-memory atomics (the pairs of many threads fall on the same grid points).
-struct SharedAtomic {
-  float value;
-  __device__ explicit SharedAtomic(float x) : value(x) {}
-  __device__ void operator+=(SharedAtomic x) { atomicAdd(&value, x.value); }
-  __device__ void operator-=(SharedAtomic x) { atomicAdd(&value, -x.value); }
-};
-static_assert(sizeof(SharedAtomic) == sizeof(float), "a float in shared memory");
-
-// Floats of shared memory for one FIRE table row (G + 2), rounded up to keep float4 alignment.
-__host__ __device__ size_t fire_row_floats(const ScoreMod& mod) {
-  return (static_cast<size_t>(mod.bias_table_len) + 3) / 4 * 4;
-}
-
 // acc[a][b] = Σ_d A[ty + 16a][d] · B[tx + 16b][d] for two (64, D + kPad) tiles: one thread's part of
 // A·Bᵀ (Q·Kᵀ or dO·Vᵀ).
 template <int D>

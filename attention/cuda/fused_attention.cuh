@@ -99,4 +99,22 @@ std::size_t fused_attention_backward_workspace_bytes(const FusedArgs& args);
 // and d_o. Asynchronous on `stream`.
 cudaError_t fused_attention_backward(const FusedArgs& args, cudaStream_t stream);
 
+#if defined(__CUDACC__)
+// What both kernels' FIRE paths share. One entry of d loss/d table in shared memory:
+// fire_pair_gradient and fire_row_gradient (score_mod.h) add to it through shared-memory atomics
+// (the pairs of many threads fall on the same grid points).
+struct SharedAtomic {
+  float value;
+  __device__ explicit SharedAtomic(float x) : value(x) {}
+  __device__ void operator+=(SharedAtomic x) { atomicAdd(&value, x.value); }
+  __device__ void operator-=(SharedAtomic x) { atomicAdd(&value, -x.value); }
+};
+static_assert(sizeof(SharedAtomic) == sizeof(float), "a float in shared memory");
+
+// Floats of shared memory for one FIRE table row (G + 2), rounded up to 16 bytes (float4 alignment).
+__host__ __device__ inline size_t fire_row_floats(const ScoreMod& mod) {
+  return (static_cast<size_t>(mod.bias_table_len) + 3) / 4 * 4;
+}
+#endif
+
 }  // namespace attention::cuda

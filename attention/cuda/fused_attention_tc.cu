@@ -185,21 +185,6 @@ __device__ __forceinline__ void fill_psi_table(float* psi, const FireRow<float>&
     psi[d] = fire.psi(static_cast<float>(table_distance(distance_of_entry(d, i0, j0), seq_len)));
 }
 
-// One entry of d loss/d table in shared memory: fire_pair_gradient and fire_row_gradient add to it
-// through shared-memory atomics (the pairs of many lanes fall on the same grid points).
-struct SharedAtomic {
-  float value;
-  __device__ explicit SharedAtomic(float x) : value(x) {}
-  __device__ void operator+=(SharedAtomic x) { atomicAdd(&value, x.value); }
-  __device__ void operator-=(SharedAtomic x) { atomicAdd(&value, -x.value); }
-};
-static_assert(sizeof(SharedAtomic) == sizeof(float), "a float in shared memory");
-
-// Floats of shared memory for one FIRE table row (G + 2), rounded up to 16 bytes.
-__host__ __device__ size_t fire_row_floats(const ScoreMod& mod) {
-  return (static_cast<size_t>(mod.bias_table_len) + 3) / 4 * 4;
-}
-
 // Copies the head's table row to shared memory (and zeroes its gradient there, when given).
 __device__ __forceinline__ void stage_fire_row(float* row, SharedAtomic* grad, const FireRow<float>& fire) {
   for (int n = threadIdx.x; n < fire.G + 2; n += kThreads) {

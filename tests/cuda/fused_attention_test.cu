@@ -440,10 +440,15 @@ bool check_case(const ModCase& c, const Problem& p, const HeadConstants& constan
   if (!c.head_scale)
     for (double value : got.dhead_scale)
       if (value != 0.0) results.back().error = INFINITY;
-  results.push_back({"dbias", relative_error(got.dbias, want.dbias, 1.0)});
-  if (!c.bias_table && !c.fire)
-    for (double value : got.dbias)
-      if (value != 0.0) results.back().error = INFINITY;
+  if (c.fire) {  // grid, c and L apart: one measure would be |d c|'s (fire_table.h)
+    const auto e = attention::cuda::test::fire_gradient_errors(got.dbias, want.dbias, kFireGrid);
+    results.insert(results.end(), {{"dgrid", e.grid}, {"dc", e.c}, {"dL", e.threshold}});
+  } else {
+    results.push_back({"dbias", relative_error(got.dbias, want.dbias, 1.0)});
+    if (!c.bias_table)
+      for (double value : got.dbias)
+        if (value != 0.0) results.back().error = INFINITY;
+  }
   bool ok = true;
   std::string line;
   for (const Check& check : results) {
@@ -491,9 +496,11 @@ int check_dtype(DType dtype, const HeadConstants& constants, std::mt19937& rng, 
         }
       }
       for (const ModCase& c : mod_cases(head_dim, seq_len)) {
-        // At T = 4096: no transform, the learned bias (KERPLE) and everything at once, which
-        // between them reach every term of the logit and every gradient output.
-        if (long_case && !(c.name == "none" || c.name == "kerple-log" || (c.head_scale && c.alibi))) continue;
+        // At T = 4096: no transform, the learned bias (KERPLE), FIRE (many tiles of its ψ tables)
+        // and everything at once, which between them reach every term of the logit and every
+        // gradient output.
+        if (long_case && !(c.name == "none" || c.name == "kerple-log" || c.fire || (c.head_scale && c.alibi)))
+          continue;
         if (!check_case(c, p, constants, rng, tolerance, checks)) ++failures;
       }
     }

@@ -403,8 +403,15 @@ void check_problem(const Problem& p, const char* name) {
       {"dq", relative_error(dq, want.dq, 1.0), 2e-2},
       {"dk", relative_error(dk, want.dk, 1.0), 2e-2},
       {"dv", relative_error(dv, want.dv, 1e-3), 2e-2},
-      {"dbias", relative_error(dbias, want.dbias, 1.0), 2e-2},
   };
+  if (attention::has_query_bias(p.mod)) {  // FIRE: grid, c and L apart (fire_table.h)
+    const auto e = attention::cuda::test::fire_gradient_errors(dbias, want.dbias, p.mod.bias_table_len - 2);
+    results.push_back({"dgrid", e.grid, 2e-2});
+    results.push_back({"dc", e.c, 2e-2});
+    results.push_back({"dL", e.threshold, 2e-2});
+  } else {
+    results.push_back({"dbias", relative_error(dbias, want.dbias, 1.0), 2e-2});
+  }
   if (p.mod.head_scale) {
     results.push_back({"fixed_mean", relative_error(fixed_mean, want.fixed_mean, 1.0), 1e-5});
     results.push_back({"dhead_scale", std::fabs(dhead_scale - want.dhead_scale) / std::max(1.0, std::fabs(want.dhead_scale)), 2e-2});
