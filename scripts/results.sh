@@ -54,6 +54,8 @@ figures() {  # PNG and CSV only (the SVGs and scripts are redrawn by `export cur
 # cores, the sweeps' own timings): their own
 # pages, docs/results/table1-same-text.md and docs/results/passkey.md.
 scripts/results-same-text.sh "$BUILD" >/dev/null
+# FIRE beside KERPLE and T5 at the same setting (18 runs, ~1 hour on 2 cores): docs/results/fire.md.
+scripts/results-fire.sh "$BUILD" >/dev/null
 figures table1 sweeps/table1.yaml --theory runs/theory/entropy-results.h5
 figures tau-ablation sweeps/tau-ablation.yaml --theory runs/theory/entropy-results.h5
 
