@@ -36,6 +36,7 @@ const Preset kPresets[] = {
     {"kerple+p-rope", Positional::kPRoPE, Transform::kKerpleLog},
     {"t5", Positional::kNoPE, Transform::kT5},
     {"fire", Positional::kNoPE, Transform::kFire},
+    {"fire+p-rope", Positional::kPRoPE, Transform::kFire},
 };
 
 const std::pair<const char*, Positional> kPositionals[] = {

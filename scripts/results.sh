@@ -167,6 +167,17 @@ PY
   echo "rope (beyond L/2) and alibi (beyond L); among the p-RoPE methods only one ordering holds for every"
   echo "seed that learned, kerple+p-rope below logn+p-rope at 15L (≤ 0.03 against ≥ 0.13), untested."
   echo
+  echo "[results/fire.md](results/fire.md): FIRE (Li et al. 2023) beside KERPLE and T5, each as its preset and"
+  echo "with p-RoPE, × 3 seeds in the same setting (18 runs). FIRE alone, its paper's setting, has the lowest"
+  echo "mean of the three NoPE-based biases at 1L (1.2101 against kerple's 1.2261, not resolved) but does not"
+  echo "extrapolate: 1.2857 at 4L and 1.6351 at 16L, its loss rising with the position in the window, where"
+  echo "kerple stays at 1.2152. With p-RoPE it does (1.1847, 1.1833, 1.2306): level with kerple+p-rope at 1L"
+  echo "(−0.0008) and 4L (+0.0070), neither resolved, and above it at 16L by 0.0541 (resolved); hence the"
+  echo "preset \`fire+p-rope\`. FIRE's learned c_h rose from 0.1 to 0.43–0.52 (0.28–0.42 with p-RoPE) and its"
+  echo "threshold from L/4 to 0.53–0.77 L (0.43–0.54 L). Why FIRE alone does not carry to 4L here, where its"
+  echo "paper reports it does at 4× its 2048, is not tested: this is a 2-layer model trained 800 steps, with"
+  echo "every FIRE parameter per head and a deterministic start ([attention.md](attention.md))."
+  echo
   echo "Every figure with its CSV: [results/table1/](results/table1/), [results/tau-ablation/](results/tau-ablation/)."
   echo "The needle-in-a-haystack table (sweeps/needle-base.yaml + sweeps/needle.yaml) is in"
   echo "[needle.md](needle.md), a one-off with its commands, machine and revisions there."

@@ -44,6 +44,7 @@ const std::map<std::string, std::pair<std::string, std::string>> kPresets = {
     {"kerple+p-rope", {"p-rope", "kerple-log"}},
     {"t5", {"nope", "t5-bias"}},
     {"fire", {"nope", "fire"}},
+    {"fire+p-rope", {"p-rope", "fire"}},
 };
 
 // FIRE's bias (Li et al. 2023, arXiv 2310.04418) of query i at distance t: the MLP

@@ -11,7 +11,7 @@ namespace {
 // Okabe & Ito (2008) without yellow (unreadable on white), then Paul Tol's muted scheme.
 const std::vector<std::string> kColors = {
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#882255", "#999933",
-    "#117733", "#332288", "#44AA99", "#AA4499", "#6699CC", "#88CCEE", "#DDCC77", "#000000"};
+    "#117733", "#332288", "#44AA99", "#AA4499", "#6699CC", "#88CCEE", "#DDCC77", "#000000", "#AA3377"};
 
 // Every preset keeps one colour in every figure (PlotStyle.EveryPresetHasItsOwnColour holds this
 // list to attention::preset_names()); a τ sweep of one preset gets the free colours instead, one
@@ -22,7 +22,7 @@ const std::map<std::string, std::string> kMethodColors = {
     {"rope+ntk", "#332288"},   {"logn+rope", "#882255"}, {"logn+p-rope", "#999933"},
     {"logn+ntk", "#44AA99"},   {"si+rope", "#117733"},   {"si+nope", "#AA4499"},
     {"kerple", "#DDCC77"},     {"kerple+p-rope", "#000000"}, {"t5", "#6699CC"},
-    {"fire", "#88CCEE"}};
+    {"fire", "#88CCEE"},       {"fire+p-rope", "#AA3377"}};
 
 constexpr const char* kStandardTheory = "#555555";
 constexpr const char* kLognTheory = "#661100";

@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "attention/cuda/kernel_limits.h"
 #include "attention/method.h"
@@ -195,14 +198,38 @@ KeySpec read_when(KeySpec k, std::function<bool(const RunConfig&)> read) {
   return k;
 }
 
+// The method of a set of options, resolved once however many keys ask whether they are read (a
+// config's check asks once per method-dependent key, and `overrides_preset` asks for the preset
+// without its overrides): null when the options are impossible. The last few resolutions are kept
+// per thread, keyed by every field resolve_method reads.
+const attention::Method* resolved(const attention::MethodOptions& o) {
+  struct Entry {
+    std::string key;
+    std::optional<attention::Method> method;
+  };
+  thread_local std::vector<Entry> recent;  // newest last, at most 4
+  std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", o.method, o.positional, o.transform,
+                                o.p_rope_fraction, o.p_rope_variant, o.score_scale, o.kernel,
+                                o.train_context, o.heads, o.head_dim);
+  for (const auto& v : o.parameters.values) key += fmt::format("|{}{}", v.value, v.relative ? "L" : "");
+  for (const auto& e : recent)
+    if (e.key == key) return e.method ? &*e.method : nullptr;
+  std::optional<attention::Method> method;
+  try {
+    method = attention::resolve_method(o);
+  } catch (const std::invalid_argument&) {
+    // rejected elsewhere, at its key's line
+  }
+  if (recent.size() == 4) recent.erase(recent.begin());
+  recent.push_back({std::move(key), std::move(method)});
+  return recent.back().method ? &*recent.back().method : nullptr;
+}
+
 // Whether the attention method `c` resolves to satisfies `test` (true when it does not resolve:
 // an invalid config is rejected elsewhere, and its keys count as read until then).
 bool method_reads(const RunConfig& c, bool (*test)(const attention::Method&)) {
-  try {
-    return test(attention::resolve_method(method_options(c)));
-  } catch (const std::invalid_argument&) {
-    return true;
-  }
+  const attention::Method* m = resolved(method_options(c));
+  return !m || test(*m);
 }
 
 bool is_p_rope(const attention::Method& m) { return m.positional == attention::Positional::kPRoPE; }
@@ -211,15 +238,11 @@ bool is_p_rope(const attention::Method& m) { return m.positional == attention::P
 bool overrides_preset(const RunConfig& c, bool positional) {
   const std::string& value = positional ? c.attention.positional : c.attention.transform;
   if (value.empty()) return false;
-  try {
-    attention::MethodOptions preset = method_options(c);
-    preset.positional.clear();
-    preset.transform.clear();
-    const attention::Method m = attention::resolve_method(preset);
-    return value != (positional ? attention::to_string(m.positional) : attention::to_string(m.transform));
-  } catch (const std::invalid_argument&) {
-    return true;
-  }
+  attention::MethodOptions preset = method_options(c);
+  preset.positional.clear();
+  preset.transform.clear();
+  const attention::Method* m = resolved(preset);
+  return !m || value != (positional ? attention::to_string(m->positional) : attention::to_string(m->transform));
 }
 
 // The run's name, data and model.

@@ -27,7 +27,7 @@ PRESETS = {
     "alibi": ("alibi", "none"),
     "si+p-rope": ("p-rope", "si"), "si+rope": ("rope", "si"), "si+nope": ("nope", "si"),
     "kerple": ("nope", "kerple"), "kerple+p-rope": ("p-rope", "kerple"), "t5": ("nope", "t5"),
-    "fire": ("nope", "fire"),
+    "fire": ("nope", "fire"), "fire+p-rope": ("p-rope", "fire"),
 }
 DEFAULTS = {"tau": 10.0, "rope_base": 10000.0, "p_rope_base": 1024.0}
 
