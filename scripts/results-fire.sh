@@ -12,23 +12,10 @@ HARNESS="$BUILD/harness"
 JOBS=${RESULTS_JOBS:-$(nproc)}
 OUT=docs/results
 [ -x "$HARNESS" ] || { echo "results: $HARNESS not found; run make build first" >&2; exit 2; }
+source scripts/results-lib.sh  # trained, figures
 
 "$HARNESS" sweep run sweeps/fire.yaml --jobs "$JOBS" --threads-per-job 1 --no-live >/dev/null
-rm -rf "$OUT/fire.tmp" && "$HARNESS" export curves sweeps/fire.yaml --out "$OUT/fire.tmp" >/dev/null 2>&1
-rm -rf "$OUT/fire" && mkdir -p "$OUT/fire" && cp "$OUT/fire.tmp"/*.png "$OUT/fire.tmp"/*.csv "$OUT/fire" && rm -rf "$OUT/fire.tmp"
-trained() {  # the revisions the runs were trained at (each run.h5 records its own)
-  "${PYTHON:-.venv/bin/python}" - "$1" <<'PY'
-import collections, glob, sys
-import h5py
-count = collections.Counter()
-for path in glob.glob(f"{sys.argv[1]}/*/run.h5"):
-    with h5py.File(path, "r") as f:
-        rev = f["config"].attrs.get("git_revision", "unknown")
-        rev = rev.decode() if isinstance(rev, bytes) else str(rev)
-        count[rev[:7] + ("-dirty" if rev.endswith("-dirty") else "")] += 1
-print(", ".join(f"{rev} ({n} runs)" for rev, n in sorted(count.items())) or "none")
-PY
-}
+figures fire sweeps/fire.yaml
 same_runs() {  # kerple and t5 (seeds 0-2) here against the same runs of table1-same-text, by final loss
   local here there
   here=$(mktemp) there=$(mktemp)

@@ -15,30 +15,13 @@ HARNESS="$BUILD/harness"
 JOBS=${RESULTS_JOBS:-$(nproc)}
 OUT=docs/results
 [ -x "$HARNESS" ] || { echo "results: $HARNESS not found; run make build first" >&2; exit 2; }
+source scripts/results-lib.sh  # trained, figures
 
 for sweep in table1-same-text si-vs-kerple passkey passkey-long; do
   "$HARNESS" sweep run "sweeps/$sweep.yaml" --jobs "$JOBS" --threads-per-job 1 --no-live >/dev/null
 done
-figures() {  # PNG and CSV only (export curves redraws the SVGs and scripts)
-  local dir="$OUT/$1"; shift
-  rm -rf "$dir.tmp" && "$HARNESS" export curves "$@" --out "$dir.tmp" >/dev/null 2>&1
-  rm -rf "$dir" && mkdir -p "$dir" && cp "$dir.tmp"/*.png "$dir.tmp"/*.csv "$dir" && rm -rf "$dir.tmp"
-}
 figures table1-same-text sweeps/table1-same-text.yaml
 figures passkey sweeps/passkey.yaml
-trained() {  # the revisions the runs of a sweep directory were trained at (each run.h5 records its own)
-  "${PYTHON:-.venv/bin/python}" - "$1" <<'PY'
-import collections, glob, sys
-import h5py
-count = collections.Counter()
-for path in glob.glob(f"{sys.argv[1]}/*/run.h5"):
-    with h5py.File(path, "r") as f:
-        rev = f["config"].attrs.get("git_revision", "unknown")
-        rev = rev.decode() if isinstance(rev, bytes) else str(rev)
-        count[rev[:7] + ("-dirty" if rev.endswith("-dirty") else "")] += 1
-print(", ".join(f"{rev} ({n} runs)" for rev, n in sorted(count.items())) or "none")
-PY
-}
 plateau() {  # per passkey run: the step its key loss fell below 1 nat per digit (off the plateau near ln 10)
   "${PYTHON:-.venv/bin/python}" - "runs/$1" "$("$HARNESS" sweep plan "sweeps/$1.yaml")" <<'PY'
 import re, sys

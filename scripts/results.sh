@@ -15,6 +15,7 @@ JOBS=${RESULTS_JOBS:-$(nproc)}
 TOKENS=${RESULTS_TOKENS:-131072}
 OUT=docs/results
 [ -x "$HARNESS" ] || { echo "results: $HARNESS not found; run make build first" >&2; exit 2; }
+source scripts/results-lib.sh  # trained, figures
 
 started=$(date +%s)
 runs_now=0  # runs this invocation trained (or resumed): the runner's "(N this time)"
@@ -45,11 +46,6 @@ mkdir -p "$OUT"
 table() { "$HARNESS" export table "$@" 2>/dev/null; }
 # Which cells of a loss table are separable from the best of their column (scripts/separable.py).
 separable() { "$HARNESS" export table "$@" 2>/dev/null | scripts/separable.py; }
-figures() {  # PNG and CSV only (the SVGs and scripts are redrawn by `export curves`)
-  local dir="$OUT/$1"; shift
-  rm -rf "$dir.tmp" && "$HARNESS" export curves "$@" --out "$dir.tmp" >/dev/null 2>&1
-  rm -rf "$dir" && mkdir -p "$dir" && cp "$dir.tmp"/*.png "$dir.tmp"/*.csv "$dir" && rm -rf "$dir.tmp"
-}
 # Table 1 on the same text, its planned comparison and the passkey at L = 256 (about 2¾ hours on 2
 # cores, the sweeps' own timings): their own
 # pages, docs/results/table1-same-text.md and docs/results/passkey.md.
@@ -61,19 +57,7 @@ figures tau-ablation sweeps/tau-ablation.yaml --theory runs/theory/entropy-resul
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 # The revisions the runs were trained at (each run.h5 records its own), not only this one.
-trained=$("${PYTHON:-.venv/bin/python}" - runs/table1 runs/tau-ablation <<'PY'
-import collections, glob, sys
-import h5py
-count = collections.Counter()
-for folder in sys.argv[1:]:
-    for path in glob.glob(f"{folder}/*/run.h5"):
-        with h5py.File(path, "r") as f:
-            rev = f["config"].attrs.get("git_revision", "unknown")
-            rev = rev.decode() if isinstance(rev, bytes) else str(rev)
-            count[rev[:7] + ("-dirty" if rev.endswith("-dirty") else "")] += 1  # short hash
-print(", ".join(f"{rev} ({n} runs)" for rev, n in sorted(count.items())) or "none")
-PY
-)
+trained=$(trained runs/table1 runs/tau-ablation)
 {
   echo "# Results at CPU scale"
   echo

@@ -672,14 +672,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // This block's d loss/d FIRE table into the head's row of (H, G + 2).
   if constexpr (QueryBias) {
-    if (want_dfire) {  // uniform across the block
-      __syncthreads();  // every pair's and row's part is in fire_grad
-      float* target = dbias_by_distance + static_cast<size_t>(head) * (fire.G + 2);
-      for (int n = threadIdx.x; n < fire.G + 2; n += kThreads) {
-        const float value = fire_grad[n].value;
-        if (value != 0.f) atomicAdd(target + n, value);
-      }
-    }
+    if (want_dfire) flush_fire_gradient<kThreads>(dbias_by_distance, head, fire.G, fire_grad);  // uniform
   }
 
   // Σ over the block, then over blocks (and batches) with one atomic per block.

@@ -115,6 +115,18 @@ static_assert(sizeof(SharedAtomic) == sizeof(float), "a float in shared memory")
 __host__ __device__ inline size_t fire_row_floats(const ScoreMod& mod) {
   return (static_cast<size_t>(mod.bias_table_len) + 3) / 4 * 4;
 }
+
+// A block's d loss/d FIRE table, summed in shared memory, into the head's row of the (H, G + 2)
+// output. Called by every thread of the block.
+template <int kThreads>
+__device__ __forceinline__ void flush_fire_gradient(float* dtable, int head, int G, const SharedAtomic* grad) {
+  __syncthreads();  // every pair's and row's part is in grad
+  float* target = dtable + static_cast<size_t>(head) * (G + 2);
+  for (int n = threadIdx.x; n < G + 2; n += kThreads) {
+    const float value = grad[n].value;
+    if (value != 0.f) atomicAdd(target + n, value);
+  }
+}
 #endif
 
 }  // namespace attention::cuda
