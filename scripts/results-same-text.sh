@@ -53,7 +53,7 @@ provenance() {
   echo "for the 16 of the planned comparison (sweep run's own timings)."
   echo
   echo "Byte-level models (2 layers, d_model 128, 4 heads) trained at L = 256 on the State of the Union"
-  echo "corpus, 800 steps of 8 windows, τ = L/100 (the τ-law's τ* at 4L and 16L for L = 256) and the"
+  echo "corpus, 800 steps of 8 windows, τ = L/100 (one τ, from the τ law's earlier point estimate at L = 256; its interval holds L/400 too) and the"
   echo "p-RoPE base L/4 (sweeps/table1-same-text.yaml). Validation at 1L, 4L and 16L on the same"
   echo "131,072 target tokens: 32 windows of 4096 tokens, each cut into 16 and 4 consecutive chunks for"
   echo "1L and 4L (\`eval.same_text\`). Cells: final validation loss (nats/byte), mean ± standard error"
