@@ -1,18 +1,16 @@
-// The law of the best τ against L: what tau_law.h says, in that order (curves from runs, the two
-// fits, the bootstrap, the slope, the text).
+// The law of the best τ against L: what tau_law.h says, in that order (the fits, the seed
+// bootstrap, the slope with its bounds). The text and the CSV are in tau_law_format.cpp, the
+// curves from runs or a CSV in tau_law_curves.cpp.
 #include "analysis/tau_law.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
-#include <set>
 #include <stdexcept>
-
-#include "attention/parameters.h"
-#include "harness/common/errors.h"
 
 namespace analysis {
 namespace {
@@ -31,69 +29,99 @@ std::vector<double> means(const std::vector<std::vector<double>>& y) {
   return m;
 }
 
-// The two-way residual variance of y_ks = μ_k + β_s + e_ks and its degrees of freedom (K−1)(n−1).
-std::pair<double, double> residual_variance(const std::vector<std::vector<double>>& y) {
-  const size_t K = y.size(), n = y.front().size();
-  const std::vector<double> row = means(y);
-  std::vector<double> col(n, 0.0);
-  double grand = 0;
-  for (size_t k = 0; k < K; ++k)
-    for (size_t s = 0; s < n; ++s) col[s] += y[k][s] / double(K), grand += y[k][s] / double(K * n);
-  double ss = 0;
-  for (size_t k = 0; k < K; ++k)
-    for (size_t s = 0; s < n; ++s) ss += std::pow(y[k][s] - row[k] - col[s] + grand, 2);
-  const double df = double((K - 1) * (n - 1));
-  return {ss / df, df};
+// n seed indices drawn with replacement: one bootstrap draw of whole per-seed curves.
+std::vector<size_t> draw_seeds(size_t n, std::mt19937_64& rng) {
+  std::uniform_int_distribution<size_t> pick(0, n - 1);
+  std::vector<size_t> draw(n);
+  for (auto& s : draw) s = pick(rng);
+  return draw;
 }
 
-// Draws of the seed means: m*_k = m_k + N(0, σ*²/n), σ*² = σ̂²·χ²_df/df.
-struct MeanSampler {
-  std::vector<double> mean;
-  double variance = 0, df = 0, n = 0;
-  std::vector<double> draw(std::mt19937_64& rng) const {
-    std::normal_distribution<double> z;
-    std::chi_squared_distribution<double> chi(df);
-    const double sd = std::sqrt(variance * chi(rng) / df / n);
-    std::vector<double> m = mean;
-    for (double& v : m) v += sd * z(rng);
-    return m;
+// Seed means per τ over the drawn seeds, their deviations from the full sample's means scaled by
+// √(n/(n−1)) so that their variance is the sample's s²/n, not (n−1)/n of it.
+std::vector<double> resampled_means(const std::vector<std::vector<double>>& y, const std::vector<double>& mean,
+                                    const std::vector<size_t>& draw) {
+  const double n = double(draw.size()), scale = std::sqrt(n / (n - 1));
+  std::vector<double> m(y.size());
+  for (size_t k = 0; k < y.size(); ++k) {
+    double s = 0;
+    for (size_t i : draw) s += y[k][i];
+    m[k] = mean[k] + scale * (s / n - mean[k]);
+  }
+  return m;
+}
+
+// The (1 − level)/2 quantile of `lower` and the (1 + level)/2 quantile of `upper` (±∞ kept), the
+// lower one rounded down in rank and the upper one up.
+std::pair<double, double> interval(std::vector<double> lower, std::vector<double> upper, double level) {
+  std::sort(lower.begin(), lower.end());
+  std::sort(upper.begin(), upper.end());
+  const double p = (1 - level) / 2, last = double(lower.size() - 1);
+  return {lower[size_t(std::floor(p * last))], upper[size_t(std::ceil((1 - p) * last))]};
+}
+
+// Replicate counts per cause of censoring, as fractions.
+struct CensoringCount {
+  int low_edge = 0, high_edge = 0, any = 0;
+  void add(const std::vector<TauStarOutcome>& outcomes) {  // one replicate, one outcome per L
+    auto has = [&](TauStarOutcome o) { return std::find(outcomes.begin(), outcomes.end(), o) != outcomes.end(); };
+    low_edge += has(TauStarOutcome::kLowEdge);
+    high_edge += has(TauStarOutcome::kHighEdge);
+    any += std::any_of(outcomes.begin(), outcomes.end(), [](TauStarOutcome o) { return o != TauStarOutcome::kLocated; });
+  }
+  Censoring fractions(int replicates) const {
+    const double n = replicates;
+    return {low_edge / n, high_edge / n, any / n};
   }
 };
 
-MeanSampler sampler(const std::vector<std::vector<double>>& y) {
-  const auto [variance, df] = residual_variance(y);
-  return {means(y), variance, df, double(y.front().size())};
+const char* outcome_note(TauStarOutcome o) {
+  switch (o) {
+    case TauStarOutcome::kLowEdge: return "the best τ is the grid's smallest";
+    case TauStarOutcome::kHighEdge: return "the best τ is the grid's largest";
+    case TauStarOutcome::kLocated: break;
+  }
+  return "";
 }
 
-// The percentile interval of `values` (NaN dropped; ±∞ kept) at `level`, in ln τ.
-std::pair<double, double> percentiles(std::vector<double> values, double level) {
-  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }), values.end());
-  if (values.empty()) return {kNaN, kNaN};
-  std::sort(values.begin(), values.end());
-  auto at = [&](double p) { return values[size_t(std::clamp(p * double(values.size() - 1), 0.0, double(values.size() - 1)))]; };
-  return {at((1 - level) / 2), at(1 - (1 - level) / 2)};
-}
-
-TauEstimate estimate(double point, const std::vector<double>& replicates, double level) {
+// τ* of one (L, context): the point fit and its replicates' fits.
+TauEstimate tau_estimate(const TauStarFit& point, const std::vector<TauStarFit>& draws, double level) {
   TauEstimate e;
-  e.value = std::exp(point);
-  const auto [lo, hi] = percentiles(replicates, level);
+  const bool located = point.outcome == TauStarOutcome::kLocated;
+  e.value = located ? std::exp(point.log_tau) : kNaN;
+  e.at_least = std::exp(point.log_lo);
+  e.at_most = std::exp(point.log_hi);
+  e.note = outcome_note(point.outcome);
+  std::vector<double> lower, upper;
+  CensoringCount count;
+  for (const auto& d : draws) {
+    lower.push_back(d.log_lo);
+    upper.push_back(d.log_hi);
+    count.add({d.outcome});
+  }
+  const auto [lo, hi] = interval(lower, upper, level);
   e.lo = std::exp(lo);
   e.hi = std::exp(hi);
-  e.unbracketed = double(std::count_if(replicates.begin(), replicates.end(), [](double v) { return std::isinf(v); })) /
-                  double(replicates.size());
-  if (std::isnan(point)) e.note = "the parabola through the best τ opens downward";
-  if (std::isinf(point)) e.note = point < 0 ? "the best τ is the grid's smallest" : "the best τ is the grid's largest";
-  if (std::isinf(point)) e.value = kNaN;
+  e.censored = count.fractions(int(draws.size()));
   return e;
 }
 
-double slope_of(const std::vector<double>& x, const std::vector<double>& y) {
-  double mx = 0, my = 0;
-  for (size_t i = 0; i < x.size(); ++i) mx += x[i] / double(x.size()), my += y[i] / double(x.size());
-  double sxy = 0, sxx = 0;
-  for (size_t i = 0; i < x.size(); ++i) sxy += (x[i] - mx) * (y[i] - my), sxx += (x[i] - mx) * (x[i] - mx);
-  return sxy / sxx;
+// The breakdown τ of one L: a point in ln τ (±∞ beyond the grid) and its replicates.
+TauEstimate breakdown_estimate(double point, const std::vector<double>& draws, double level) {
+  TauEstimate e;
+  e.value = std::isfinite(point) ? std::exp(point) : kNaN;
+  e.at_least = point < kInf ? std::exp(point) : 0;
+  e.at_most = point > -kInf ? std::exp(point) : kInf;
+  if (point == -kInf) e.note = "risen already at the best τ";
+  if (point == kInf) e.note = "not reached on the grid";
+  const auto [lo, hi] = interval(draws, draws, level);
+  e.lo = std::exp(lo);
+  e.hi = std::exp(hi);
+  CensoringCount count;
+  for (double d : draws)
+    count.add({d == -kInf ? TauStarOutcome::kLowEdge : d == kInf ? TauStarOutcome::kHighEdge : TauStarOutcome::kLocated});
+  e.censored = count.fractions(int(draws.size()));
+  return e;
 }
 
 void check_curve(const TauLawCurve& c) {
@@ -101,45 +129,117 @@ void check_curve(const TauLawCurve& c) {
     throw std::invalid_argument(fmt::format("tau law: L = {} needs 3 or more τ and 2 or more seeds", c.L));
   for (const auto& [factor, y] : c.loss) {
     if (y.size() != c.tau.size()) throw std::invalid_argument("tau law: a loss table without a row per τ");
-    for (const auto& row : y)
+    for (const auto& row : y) {
       if (row.size() != c.seeds.size()) throw std::invalid_argument("tau law: a loss row without a value per seed");
+      for (double v : row)
+        if (!std::isfinite(v)) throw std::invalid_argument(fmt::format("tau law: L = {}: a loss that is not finite", c.L));
+    }
   }
 }
 
 // Per-seed rise of the breakdown context over 1L: [τ][seed].
 std::vector<std::vector<double>> rises(const TauLawCurve& c, int64_t factor) {
-  const auto& hi = c.loss.at(factor);
-  const auto& lo = c.loss.at(1);
-  std::vector<std::vector<double>> r = hi;
+  std::vector<std::vector<double>> r = c.loss.at(factor);
+  const auto& base = c.loss.at(1);
   for (size_t k = 0; k < r.size(); ++k)
-    for (size_t s = 0; s < r[k].size(); ++s) r[k][s] -= lo[k][s];
+    for (size_t s = 0; s < r[k].size(); ++s) r[k][s] -= base[k][s];
   return r;
+}
+
+// The replicates' τ* fits of one L, per context factor, and its breakdown row, into `law`.
+struct PerL {
+  std::map<int64_t, std::vector<TauStarFit>> draws;  // factor → [replicate]
+  std::map<int64_t, TauStarFit> point;
+};
+
+PerL fit_one_L(const TauLawCurve& c, const TauLawOptions& o, std::mt19937_64& rng, TauLaw& law) {
+  PerL out;
+  std::map<int64_t, std::vector<double>> mean;
+  for (const auto& [factor, y] : c.loss) mean[factor] = means(y);
+  const bool breakdown = c.loss.count(1) && c.loss.count(o.breakdown_factor);
+  const auto rise = breakdown ? rises(c, o.breakdown_factor) : std::vector<std::vector<double>>{};
+  const auto rise_mean = means(rise);
+  std::vector<double> breakdown_draws;
+  for (int r = 0; r < o.replicates; ++r) {
+    const auto draw = draw_seeds(c.seeds.size(), rng);  // the same seeds for every τ and context
+    for (const auto& [factor, y] : c.loss) out.draws[factor].push_back(fit_tau_star(c.tau, resampled_means(y, mean[factor], draw)));
+    if (breakdown) breakdown_draws.push_back(breakdown_log_tau(c.tau, resampled_means(rise, rise_mean, draw), o.breakdown_rise));
+  }
+  for (const auto& [factor, m] : mean) {
+    out.point[factor] = fit_tau_star(c.tau, m);
+    TauLawRow row{c.L, factor, c.tau[size_t(std::min_element(m.begin(), m.end()) - m.begin())], {}};
+    row.tau_star = tau_estimate(out.point[factor], out.draws[factor], o.level);
+    law.rows.push_back(row);
+  }
+  if (breakdown)
+    law.breakdown[c.L] = breakdown_estimate(breakdown_log_tau(c.tau, rise_mean, o.breakdown_rise), breakdown_draws, o.level);
+  return out;
+}
+
+// The slope of one context factor over the L that have it (`fits` in L order).
+TauLawSlope fit_slope(int64_t factor, const std::vector<int64_t>& Ls, const std::vector<const PerL*>& fits,
+                      const TauLawOptions& o) {
+  TauLawSlope s;
+  s.factor = factor;
+  std::vector<double> x;
+  for (int64_t L : Ls) x.push_back(std::log(double(L)));
+  if (x.size() < 2) {
+    s.k = s.at_least = s.at_most = s.lo = s.hi = kNaN;
+    s.note = "one training context: no slope";
+    return s;
+  }
+  auto bounds = [&](auto&& fit_at) {  // fit_at(i): the TauStarFit at the i-th L
+    std::vector<double> lo, hi;
+    for (size_t i = 0; i < x.size(); ++i) lo.push_back(fit_at(i).log_lo), hi.push_back(fit_at(i).log_hi);
+    return slope_bounds(x, lo, hi);
+  };
+  std::tie(s.at_least, s.at_most) = bounds([&](size_t i) -> const TauStarFit& { return fits[i]->point.at(factor); });
+  std::vector<std::string> unlocated;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (fits[i]->point.at(factor).outcome != TauStarOutcome::kLocated) unlocated.push_back(std::to_string(Ls[i]));
+  s.k = unlocated.empty() ? s.at_least : kNaN;
+  if (!unlocated.empty()) s.note = fmt::format("τ* not located at L = {}", fmt::join(unlocated, ", "));
+  std::vector<double> lower, upper;
+  CensoringCount count;
+  for (int r = 0; r < o.replicates; ++r) {
+    const auto [lo, hi] = bounds([&](size_t i) -> const TauStarFit& { return fits[i]->draws.at(factor)[size_t(r)]; });
+    lower.push_back(lo);
+    upper.push_back(hi);
+    std::vector<TauStarOutcome> outcomes;
+    for (size_t i = 0; i < x.size(); ++i) outcomes.push_back(fits[i]->draws.at(factor)[size_t(r)].outcome);
+    count.add(outcomes);
+  }
+  std::tie(s.lo, s.hi) = interval(lower, upper, o.level);
+  s.censored = count.fractions(o.replicates);
+  return s;
 }
 
 }  // namespace
 
-double quadratic_log_tau_star(const std::vector<double>& tau, const std::vector<double>& mean) {
-  const size_t K = tau.size();
-  const size_t b = size_t(std::min_element(mean.begin(), mean.end()) - mean.begin());
-  if (b == 0) return -kInf;
-  if (b == K - 1) return kInf;
-  // Least squares y = c0 + c1·u + c2·u², u = ln τ − ln τ_b, over [b − 2, b + 2] ∩ the grid.
-  double S[5] = {0, 0, 0, 0, 0}, T[3] = {0, 0, 0};
-  for (size_t k = b >= 2 ? b - 2 : 0; k <= std::min(K - 1, b + 2); ++k) {
-    const double u = std::log(tau[k]) - std::log(tau[b]);
-    double p = 1;
-    for (int i = 0; i < 5; ++i) S[i] += p, p *= u;
-    T[0] += mean[k], T[1] += mean[k] * u, T[2] += mean[k] * u * u;
+const char* to_string(LossSource s) { return s == LossSource::kAnalysis ? "analysis" : "eval"; }
+
+TauStarFit fit_tau_star(const std::vector<double>& tau, const std::vector<double>& mean) {
+  const size_t K = tau.size(), b = size_t(std::min_element(mean.begin(), mean.end()) - mean.begin());
+  TauStarFit fit;
+  fit.best = fit.first = fit.last = b;
+  fit.log_tau = kNaN;
+  fit.log_lo = b > 0 ? std::log(tau[b - 1]) : -kInf;  // where a curve with one minimum has it
+  fit.log_hi = b + 1 < K ? std::log(tau[b + 1]) : kInf;
+  if (b == 0 || b == K - 1) {
+    fit.outcome = b == 0 ? TauStarOutcome::kLowEdge : TauStarOutcome::kHighEdge;
+    return fit;
   }
-  // Cramer's rule on [[S0 S1 S2] [S1 S2 S3] [S2 S3 S4]] · c = T.
-  auto det = [](double a, double b_, double c, double d, double e, double f, double g, double h, double i) {
-    return a * (e * i - f * h) - b_ * (d * i - f * g) + c * (d * h - e * g);
-  };
-  const double D = det(S[0], S[1], S[2], S[1], S[2], S[3], S[2], S[3], S[4]);
-  const double c1 = det(S[0], T[0], S[2], S[1], T[1], S[3], S[2], T[2], S[4]) / D;
-  const double c2 = det(S[0], S[1], T[0], S[1], S[2], T[1], S[2], S[3], T[2]) / D;
-  if (!(c2 > 0)) return kNaN;
-  return std::log(tau[b]) - c1 / (2 * c2);
+  // The argmin and its two neighbours: points further out lie on the flattening or on the breakdown
+  // wall, where a quadratic no longer holds, and drag the vertex (tau_law.h). The parabola through
+  // them in Newton's form over u = ln τ − ln τ_b: slopes d1 < 0 (b is the first lowest) and d2 ≥ 0,
+  // curvature c2 > 0; its vertex, where the derivative d1 + c2·(2u − u₋) is 0, lies in [u₋/2, u₊/2].
+  fit.first = b - 1;
+  fit.last = b + 1;
+  const double lo = std::log(tau[b - 1]) - std::log(tau[b]), hi = std::log(tau[b + 1]) - std::log(tau[b]);
+  const double d1 = (mean[b] - mean[b - 1]) / -lo, d2 = (mean[b + 1] - mean[b]) / hi;
+  const double c2 = (d2 - d1) / (hi - lo);
+  fit.log_tau = fit.log_lo = fit.log_hi = std::log(tau[b]) + (lo - d1 / c2) / 2;
+  return fit;
 }
 
 double breakdown_log_tau(const std::vector<double>& tau, const std::vector<double>& rise, double threshold) {
@@ -153,174 +253,52 @@ double breakdown_log_tau(const std::vector<double>& tau, const std::vector<doubl
   return kInf;
 }
 
+std::pair<double, double> slope_bounds(const std::vector<double>& x, const std::vector<double>& lo,
+                                       const std::vector<double>& hi) {
+  double mx = 0, sxx = 0, largest = 0;
+  for (double v : x) mx += v / double(x.size());
+  for (double v : x) sxx += (v - mx) * (v - mx);
+  if (!(sxx > 0)) return {kNaN, kNaN};
+  for (double v : x) largest = std::max(largest, std::fabs(v - mx));
+  double at_least = 0, at_most = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double w = (x[i] - mx) / sxx;  // k = Σ w_i y_i
+    if (std::fabs(x[i] - mx) <= 1e-12 * largest) continue;  // the middle L: its τ* does not move k
+    at_least += w > 0 ? w * lo[i] : w * hi[i];
+    at_most += w > 0 ? w * hi[i] : w * lo[i];
+  }
+  return {at_least, at_most};
+}
+
 TauLaw tau_law(const std::vector<TauLawCurve>& curves, const TauLawOptions& options) {
   if (curves.empty()) throw std::invalid_argument("tau law: no training context");
+  if (options.replicates < 1) throw std::invalid_argument("tau law: no bootstrap replicates");
   TauLaw law;
   law.options = options;
   law.seeds = int(curves.front().seeds.size());
   std::mt19937_64 rng(options.seed);
-  std::map<int64_t, std::vector<std::vector<double>>> star_draws;  // factor → [L][replicate] ln τ*
+  std::vector<PerL> fits;
   for (const auto& c : curves) {
     check_curve(c);
+    law.seeds = std::min(law.seeds, int(c.seeds.size()));
     for (const auto& [factor, y] : c.loss) {
-      const MeanSampler s = sampler(y);
-      std::vector<double> draws;
-      for (int r = 0; r < options.replicates; ++r) draws.push_back(quadratic_log_tau_star(c.tau, s.draw(rng)));
-      TauLawRow row{c.L, factor, c.tau[size_t(std::min_element(s.mean.begin(), s.mean.end()) - s.mean.begin())], {}};
-      row.tau_star = estimate(quadratic_log_tau_star(c.tau, s.mean), draws, options.level);
-      law.rows.push_back(row);
-      star_draws[factor].push_back(std::move(draws));
+      const auto table = c.source.find(factor);  // none: every loss from /eval
+      int analysed = 0;
+      if (table != c.source.end())
+        for (const auto& row : table->second)
+          for (LossSource s : row) analysed += s == LossSource::kAnalysis;
+      const int total = int(y.size() * c.seeds.size());
+      law.from_analysis += analysed;
+      law.from_eval += total - analysed;
+      if (analysed > 0 && analysed < total) law.mixed.push_back(fmt::format("L = {} at {}L", c.L, factor));
     }
-    if (c.loss.count(1) && c.loss.count(options.breakdown_factor)) {
-      const MeanSampler s = sampler(rises(c, options.breakdown_factor));
-      std::vector<double> draws;
-      for (int r = 0; r < options.replicates; ++r)
-        draws.push_back(breakdown_log_tau(c.tau, s.draw(rng), options.breakdown_rise));
-      TauEstimate b = estimate(breakdown_log_tau(c.tau, s.mean, options.breakdown_rise), draws, options.level);
-      if (!b.note.empty()) b.note = b.note.find("smallest") != std::string::npos ? "risen already at the best τ"
-                                                                               : "not reached on the grid";
-      law.breakdown[c.L] = b;
-    }
+    fits.push_back(fit_one_L(c, options, rng, law));
   }
-  for (const auto& [factor, per_L] : star_draws) {
-    TauLawSlope slope;
-    slope.factor = factor;
-    std::vector<double> lnL, point;
-    for (const auto& row : law.rows)
-      if (row.factor == factor) lnL.push_back(std::log(double(row.L))), point.push_back(std::log(row.tau_star.value));
-    slope.k = lnL.size() >= 2 ? slope_of(lnL, point) : kNaN;
-    std::vector<double> ks;
-    int beyond = 0;
-    for (int r = 0; r < options.replicates; ++r) {
-      std::vector<double> x;
-      for (const auto& draws : per_L) x.push_back(draws[size_t(r)]);
-      if (std::any_of(x.begin(), x.end(), [](double v) { return !std::isfinite(v); })) {
-        ++beyond;
-        continue;
-      }
-      ks.push_back(slope_of(lnL, x));
-    }
-    std::tie(slope.lo, slope.hi) = percentiles(ks, options.level);
-    slope.unbracketed = double(beyond) / double(options.replicates);
-    if (lnL.size() < 2) slope.note = "one training context: no slope";
-    else if (std::isnan(slope.k)) slope.note = "no τ* at some L";
-    else if (slope.unbracketed > (1 - options.level) / 2)
-      slope.note = fmt::format("τ* beyond the grid at some L in {:.0f}% of replicates: the interval is not reliable",
-                               100 * slope.unbracketed);
-    law.slopes.push_back(slope);
-  }
+  std::map<int64_t, std::pair<std::vector<int64_t>, std::vector<const PerL*>>> by_factor;
+  for (size_t i = 0; i < curves.size(); ++i)
+    for (const auto& [factor, y] : curves[i].loss) by_factor[factor].first.push_back(curves[i].L), by_factor[factor].second.push_back(&fits[i]);
+  for (const auto& [factor, at] : by_factor) law.slopes.push_back(fit_slope(factor, at.first, at.second, options));
   return law;
-}
-
-TauLawCurves tau_law_curves(const RunSet& set) {
-  // L → τ → seed → factor → mean window loss of the last validation.
-  std::map<int64_t, std::map<double, std::map<int64_t, std::map<int64_t, double>>>> data;
-  for (const auto& run : set.runs) {
-    if (!run.record || run.state != "done") continue;
-    const int64_t L = run.train_context;
-    const double tau = run.config.attention.parameters[attention::Parameter::kTau].resolve(L);
-    for (const auto& [T, rows] : run.record->eval) {
-      if (T % L != 0 || rows.window_loss.empty()) continue;
-      double s = 0;
-      for (double v : rows.window_loss) s += v;
-      data[L][tau][int64_t(run.config.train.seed)][T / L] = s / double(rows.window_loss.size());
-    }
-  }
-  TauLawCurves out;
-  for (const auto& [L, by_tau] : data) {
-    std::set<int64_t> seeds;
-    for (const auto& [tau, by_seed] : by_tau)
-      for (const auto& [seed, f] : by_seed) seeds.insert(seed);
-    TauLawCurve c;
-    c.L = L;
-    c.seeds.assign(seeds.begin(), seeds.end());
-    for (const auto& [tau, by_seed] : by_tau) {
-      if (by_seed.size() < seeds.size()) {
-        out.skipped.push_back(fmt::format("L = {}: τ = {:g} left out ({} of {} seeds done)", L, tau, by_seed.size(),
-                                          seeds.size()));
-        continue;
-      }
-      c.tau.push_back(tau);
-      for (const auto& [factor, loss] : by_seed.begin()->second) {
-        auto& rows = c.loss[factor];
-        rows.emplace_back();
-        for (int64_t seed : seeds) rows.back().push_back(by_seed.at(seed).at(factor));
-      }
-    }
-    if (c.tau.size() < 3 || c.seeds.size() < 2) {
-      out.skipped.push_back(fmt::format("L = {} left out: {} τ with all {} seeds done (the law needs 3 τ and 2 seeds)",
-                                        L, c.tau.size(), c.seeds.size()));
-      continue;
-    }
-    out.curves.push_back(std::move(c));
-  }
-  if (out.curves.empty())
-    throw harness::InputError(fmt::format("{}: no training context has 3 τ with 2 or more seeds done{}", set.dir,
-                                          out.skipped.empty() ? "" : " (" + out.skipped.back() + ")"));
-  return out;
-}
-
-namespace {
-
-std::string tokens(double t) {
-  if (std::isnan(t)) return "–";
-  if (std::isinf(t)) return "∞";
-  return fmt::format("{:.3g}", t);
-}
-
-std::string with_interval(const TauEstimate& e, int64_t L) {
-  if (std::isnan(e.value)) return "– (" + e.note + ")";
-  return fmt::format("{} [{}, {}] = L/{:.3g}", tokens(e.value), tokens(e.lo), tokens(e.hi), double(L) / e.value) +
-         (e.unbracketed > 0 ? fmt::format(" ({:.0f}% beyond the grid)", 100 * e.unbracketed) : "");
-}
-
-// What the slope's interval allows one to say.
-std::string law_sentence(const TauLawSlope& s, double level) {
-  if (std::isnan(s.k)) return fmt::format("at {}L: {}", s.factor, s.note.empty() ? "no slope" : s.note);
-  std::string text = fmt::format("at {}L: τ* ∝ L^k, k = {:.2f} [{:.2f}, {:.2f}] ({:.0f}%)", s.factor, s.k, s.lo, s.hi,
-                                 100 * level);
-  if (s.lo <= 0 && s.hi >= 1)
-    text += " — no trend resolvable: neither a fixed size in tokens (k = 0) nor a fixed fraction of L (k = 1) is excluded";
-  else if (s.lo > 1)
-    text += " — τ* grows faster than L (k = 1 excluded)";
-  else if (s.hi < 0)
-    text += " — τ* shrinks as L grows";
-  else if (s.lo > 0)
-    text += s.hi < 1 ? " — τ* grows with L, slower than L (k = 0 and k = 1 excluded)"
-                     : " — τ* grows with L (k = 0 excluded); k = 1 is not excluded";
-  else
-    text += " — k = 1 (a fixed fraction of L) is excluded, k = 0 (a fixed size in tokens) is not";
-  return s.note.empty() ? text : text + "; " + s.note;
-}
-
-}  // namespace
-
-std::string format_tau_law(const TauLaw& law) {
-  std::string out = fmt::format("τ* per training context L and validation context ({} seeds; {:.0f}% parametric "
-                                "bootstrap intervals, {} replicates):\n\n| L | context | best τ on the grid | τ* [interval] |\n"
-                                "| --- | --- | --- | --- |\n", law.seeds, 100 * law.options.level, law.options.replicates);
-  for (const auto& r : law.rows)
-    out += fmt::format("| {} | {}L | {} | {} |\n", r.L, r.factor, tokens(r.best_grid_tau), with_interval(r.tau_star, r.L));
-  if (!law.breakdown.empty()) {
-    out += fmt::format("\nBreakdown τ: where the {}L loss rises {} nats/token above the 1L loss:\n\n| L | breakdown τ [interval] |\n| --- | --- |\n",
-                       law.options.breakdown_factor, law.options.breakdown_rise);
-    for (const auto& [L, b] : law.breakdown) out += fmt::format("| {} | {} |\n", L, with_interval(b, L));
-  }
-  out += "\nThe law:\n";
-  for (const auto& s : law.slopes) out += "- " + law_sentence(s, law.options.level) + "\n";
-  return out;
-}
-
-std::string tau_law_csv(const TauLaw& law) {
-  std::string out = "L,factor,best_grid_tau,tau_star,lo,hi,unbracketed,breakdown,breakdown_lo,breakdown_hi\n";
-  for (const auto& r : law.rows) {
-    const auto b = law.breakdown.find(r.L);
-    const TauEstimate none{kNaN, kNaN, kNaN, 0, ""};
-    const TauEstimate& br = b != law.breakdown.end() ? b->second : none;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", r.L, r.factor, r.best_grid_tau, r.tau_star.value, r.tau_star.lo,
-                       r.tau_star.hi, r.tau_star.unbracketed, br.value, br.lo, br.hi);
-  }
-  return out;
 }
 
 }  // namespace analysis

@@ -1,20 +1,38 @@
 // The law of the best τ against the training context L (`harness tau law`, docs/tau-vs-context.md):
 // runs of one method on a τ grid at several L with several seeds, validated at multiples of L.
 //
-//  * τ* per L and context: the minimum of the quadratic in ln τ through the seed-mean losses at the
-//    grid's best τ and up to two grid points either side. A best τ at the end of the grid has no τ*
-//    (the grid does not bracket it); a parabola opening downward has none either.
-//  * Its interval: a parametric bootstrap of the seed means. Seeds are paired across τ (same initial
-//    weights and data order), so each loss is split as y_ks = μ_k + β_s + e_ks; a seed's offset β_s
-//    moves every τ alike and cannot move the minimum, so a replicate redraws only e: m*_k = m_k +
-//    N(0, σ*²/n), σ*² = σ̂²·χ²_df/df with σ̂² the two-way residual variance on df = (K − 1)(n − 1)
-//    degrees of freedom. Each replicate refits from its own best grid point; one without an
-//    interior minimum counts as τ* = 0 or ∞ (beyond the grid's end) and widens the interval.
-//  * The slope k of ln τ* on ln L (least squares over the L), per context, with the percentile
-//    interval of the same replicates (independent between L: different runs).
+//  * τ* per L and context: the vertex of the parabola in ln τ through the seed-mean losses at the
+//    grid's best τ (the argmin b) and its two neighbours. Only those: points further out lie where a
+//    quadratic no longer holds — the flattening far below the optimum, the breakdown wall above it
+//    (at L = 256, 4L the wall at τ = 16, 0.32 above the minimum, dragged a 5-point fit's vertex from
+//    ≈ 4.4 to 2.5); in studies simulated from the measured curves a 5-point fit was biased by −0.08
+//    to −0.18 in ln τ per L and one admitting points two steps out where a parabola allows them (rise
+//    ≤ 4× the neighbours') by −0.04 to −0.15, the 3-point one by under 0.02. Through three points whose middle is lowest the parabola always
+//    opens upward and its vertex lies between them (within half a grid step of b), so τ* is located
+//    unless b ends the grid; then it is censored to where a curve with one minimum has it:
+//    τ* < τ_1 (below the grid's second τ) or τ* > τ_{K−2}.
+//  * Its interval: a bootstrap over seeds. Seeds are paired across τ (same initial weights and data
+//    order), so a replicate redraws n whole per-seed curves with replacement at each L (the same
+//    draw for every τ and context of that L; independently between L, which are different runs),
+//    and refits. No variance is pooled over τ: the noise near the minimum is what moves τ*, and it
+//    is several times smaller than near the breakdown. A resample's deviations from the seed means
+//    are scaled by √(n/(n−1)), undoing the (n−1)/n by which resampling n seeds shrinks the variance.
+//    Every replicate counts: each gives τ* as a point or as its censored span, and the interval is
+//    [the (1−level)/2 quantile of the spans' lower ends, the (1+level)/2 quantile of their upper
+//    ends] over all replicates — 0 or ∞ where the grid does not bound it. The share of replicates
+//    per cause of censoring is kept.
+//  * The slope k of ln τ* on ln L (least squares over the L), per context. With τ* censored at
+//    some L, a replicate bounds k instead of giving it: k = Σ w_i ln τ*_i with w_i = (x_i − x̄)/Sxx,
+//    x = ln L, so a span at an L below the mean (w < 0) turns into the opposite bounds on k, one
+//    above it into the same; τ* ≤ τ_1 at the smallest L bounds k from below only. The interval is
+//    taken from these per-replicate bounds as for τ*.
 //  * The breakdown τ per L: the smallest τ above the one extrapolating best where the loss at
 //    `breakdown_factor`·L rises `breakdown_rise` above the loss at L, linear in ln τ between grid
-//    points; bootstrapped as above on the per-seed rises.
+//    points; bootstrapped as above on the per-seed rises (0 or ∞ where not reached on the grid).
+//
+// Coverage (tests/analysis_tau_law_coverage_test.cpp, studies simulated from the measured curves):
+// the seed bootstrap needs `kSeedsForCoverage` seeds per τ for its 90% interval to cover at about
+// its level; with fewer it is too narrow, and the text says so.
 #pragma once
 
 #include <cstdint>
@@ -26,12 +44,20 @@
 
 namespace analysis {
 
+constexpr int kSeedsForCoverage = 6;
+
+// Where a run's loss at one context comes from: its last validation (/eval/<T>) or the
+// re-validation `harness analyse` wrote (/analysis/<T>, often on more tokens).
+enum class LossSource { kEval, kAnalysis };
+const char* to_string(LossSource s);
+
 // One training context: τ ascending, the seeds every τ has, and each context factor's losses.
 struct TauLawCurve {
   int64_t L = 0;
   std::vector<double> tau;     // tokens, ascending
   std::vector<int64_t> seeds;  // ascending
-  std::map<int64_t, std::vector<std::vector<double>>> loss;  // factor T / L → [τ][seed]
+  std::map<int64_t, std::vector<std::vector<double>>> loss;        // factor T / L → [τ][seed]
+  std::map<int64_t, std::vector<std::vector<LossSource>>> source;  // the same shape; may be empty (all eval)
 };
 
 struct TauLawCurves {
@@ -47,10 +73,19 @@ struct TauLawOptions {
   int64_t breakdown_factor = 16;  // the context whose rise over 1L defines the breakdown
 };
 
-// A τ in tokens with its interval; lo may be 0 and hi +∞ (beyond the grid's ends).
+// Fractions of bootstrap replicates whose τ* is not located, by cause.
+struct Censoring {
+  double low_edge = 0;   // the best grid τ is the smallest (τ* < τ_1)
+  double high_edge = 0;  // the best grid τ is the largest (τ* > τ_{K−2})
+  double any = 0;        // either (a slope's replicate may count under both, at different L)
+};
+
+// A τ in tokens with its interval; lo may be 0 and hi +∞ (not bounded by the grid).
 struct TauEstimate {
-  double value = 0, lo = 0, hi = 0;  // value NaN: none (`note` says why)
-  double unbracketed = 0;            // fraction of replicates beyond the grid's ends
+  double value = 0;                // NaN: not located (`note` says why; [at_least, at_most] bounds it)
+  double at_least = 0, at_most = 0;  // = value when located
+  double lo = 0, hi = 0;
+  Censoring censored;
   std::string note;
 };
 
@@ -62,39 +97,64 @@ struct TauLawRow {
 
 struct TauLawSlope {
   int64_t factor = 0;
-  double k = 0, lo = 0, hi = 0;  // k NaN: no τ* at some L
-  double unbracketed = 0;        // fraction of replicates with τ* beyond the grid at some L
+  double k = 0;                  // NaN: τ* not located at some L (or one L)
+  double at_least = 0, at_most = 0;  // bounds on k from the censored τ*; = k when located
+  double lo = 0, hi = 0;         // the interval over all replicates; ±∞ where not bounded
+  Censoring censored;            // replicates with τ* not located at some L, by cause
   std::string note;
 };
 
 struct TauLaw {
   TauLawOptions options;
-  int seeds = 0;
+  int seeds = 0;                // the fewest seeds of any L
+  int from_eval = 0, from_analysis = 0;  // loss values by source
+  std::vector<std::string> mixed;  // (L, context) whose losses mix both sources
   std::vector<TauLawRow> rows;  // by L, then factor
   std::vector<TauLawSlope> slopes;
   std::map<int64_t, TauEstimate> breakdown;  // by L
 };
 
-// The curves of a run set (done runs; rows attention.tau × train.context × train.seed). At each L
-// only the τ with every seed any τ of that L has are kept, and only the L with 3 or more such τ
-// and 2 or more seeds; what is left out is said. Throws harness::InputError when no L is left.
+// The curves of a run set (done runs; rows attention.tau × train.context × train.seed), each loss
+// from the run's /analysis at that context where `harness analyse` wrote one, else its last /eval.
+// At each L only the τ with every seed any τ of that L has are kept, and only the L with 3 or more
+// such τ and 2 or more seeds; what is left out is said. Throws harness::InputError when no L is left.
 TauLawCurves tau_law_curves(const RunSet& set);
+
+// The per-seed curves as CSV, one row per value: L,factor,tau,seed,loss,source (eval|analysis);
+// exact (shortest round-trip digits), so that reading it back gives the same law.
+std::string tau_law_curves_csv(const std::vector<TauLawCurve>& curves);
+// Reads such a CSV (from `path`, for messages) with the same rules as tau_law_curves. Throws
+// harness::InputError naming the file and line when malformed or when no L is left.
+TauLawCurves parse_tau_law_curves_csv(const std::string& text, const std::string& path);
 
 // Throws std::invalid_argument for malformed curves.
 TauLaw tau_law(const std::vector<TauLawCurve>& curves, const TauLawOptions& options = {});
 
 // The tables in Markdown, then the law in the words its intervals allow.
 std::string format_tau_law(const TauLaw& law);
-// One row per (L, factor): L,factor,best_grid_tau,tau_star,lo,hi,unbracketed,breakdown,b_lo,b_hi.
+// One row per (L, factor): τ* with its bounds and interval, the shares of censored replicates by
+// cause, and the breakdown τ with its interval (header in tau_law.cpp).
 std::string tau_law_csv(const TauLaw& law);
 
 // ---- the fits, exposed for tests ---------------------------------------------------------------
 
-// ln τ* of the quadratic through `mean` (per τ) around its lowest point; −∞ / +∞ when that point
-// ends the grid, NaN when the parabola opens downward.
-double quadratic_log_tau_star(const std::vector<double>& tau, const std::vector<double>& mean);
+enum class TauStarOutcome { kLocated, kLowEdge, kHighEdge };
+
+struct TauStarFit {
+  TauStarOutcome outcome = TauStarOutcome::kLocated;
+  double log_tau = 0;               // the vertex (kLocated), else NaN
+  double log_lo = 0, log_hi = 0;    // = log_tau when located; else the censored span, (−∞, ln τ_1) or (ln τ_{K−2}, ∞)
+  size_t best = 0, first = 0, last = 0;  // the argmin and the fitted points' span (grid indices)
+};
+
+// τ* of the seed means `mean` (per τ of `tau`, ascending), as the header says.
+TauStarFit fit_tau_star(const std::vector<double>& tau, const std::vector<double>& mean);
 // ln τ where `rise` first reaches `threshold`, scanning up the grid from its lowest point (linear
 // in ln τ between grid points); +∞ when it never does, −∞ when it has already at its lowest point.
 double breakdown_log_tau(const std::vector<double>& tau, const std::vector<double>& rise, double threshold);
+// Bounds on the least-squares slope of y on x when each y_i is only known to lie in [lo_i, hi_i]
+// (equal where known; ±∞ allowed): {min, max} of the slope over those boxes.
+std::pair<double, double> slope_bounds(const std::vector<double>& x, const std::vector<double>& lo,
+                                       const std::vector<double>& hi);
 
 }  // namespace analysis

@@ -30,8 +30,8 @@ std::vector<Series> loss_series(const std::vector<TauLawCurve>& curves, int64_t 
   return series;
 }
 
-// L, then per context factor τ*, and its interval held inside the grid's span (τ* beyond the grid
-// drawn at the grid's end; the CSV's open_<k> column says which).
+// L, then per context factor τ* (empty where not located), and its interval held inside the grid's
+// span (an end the grid does not bound drawn at the grid's end; the CSV's <k>L_open column says which).
 Csv star_csv(const std::vector<TauLawCurve>& curves, const TauLaw& law, const std::vector<int64_t>& factors) {
   Csv csv;
   csv.header = {"L"};
@@ -82,8 +82,8 @@ CurvesResult write_tau_law_figures(const std::string& dir, const std::vector<Tau
                          plots.empty() ? "plot " : "     ", 4 * i + 2, 4 * i + 3, 4 * i + 4, color, title);
   }
   w.figure("tau_law_star", {{"tau_law_star.csv", star_csv(curves, law, factors)}},
-           axes(fmt::format("the best τ against the training context ({:.0f}% bootstrap intervals; {} seeds)\n"
-                            "an interval reaching the grid's end is drawn to it",
+           axes(fmt::format("the best τ against the training context ({:.0f}% seed-bootstrap intervals; {} seeds)\n"
+                            "an interval the grid does not bound is drawn to the grid's end",
                             100 * law.options.level, law.seeds),
                 "training context L (tokens)", "τ* (tokens)", true, true) +
                "set key top left\n" + plots + "     x / 400 with lines dt 2 lc rgb '#444444' title 'τ = L/400 (the paper''s ratio)'\n");

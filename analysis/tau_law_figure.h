@@ -1,6 +1,6 @@
 // The figures of `harness tau law`: per validation context, each L's loss above its best τ against
 // τ / L (mean over seeds ± s.e., the y range set so that 0.01 nats show), and τ* against L on
-// log-log axes with its bootstrap interval, beside the paper's τ = L/400. CSV beside each.
+// log-log axes with its seed-bootstrap interval, beside the paper's τ = L/400. CSV beside each.
 #pragma once
 
 #include <string>

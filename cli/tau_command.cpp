@@ -4,7 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "analysis/export/export_table.h"
 #include "analysis/run_set.h"
@@ -45,14 +47,19 @@ const char* kUsage =
     "  How often the check's interval excludes 0 where there is nothing to find: runs of one τ with\n"
     "  many seeds (sweeps/tau-check-calibration.yaml), split into disjoint arms of --arm-seeds seeds,\n"
     "  arm against arm; the false-alarm rate per context with its Clopper–Pearson interval.\n\n"
-    "usage: harness tau law SWEEP|RUNS_DIR [--level 0.9] [--replicates 4000] [--out DIR]\n"
+    "usage: harness tau law SWEEP|RUNS_DIR | --curves FILE [--level 0.9] [--replicates 4000] [--out DIR]\n"
     "  How the best τ moves with the training context L: runs on a τ grid at several L with 2 or more\n"
-    "  seeds (sweeps/tau-law.yaml). Per L and validation context, τ* is the minimum of a quadratic in\n"
-    "  ln τ around the grid's best, with a parametric bootstrap interval (seed offsets removed: seeds\n"
-    "  are paired across τ); the slope k of ln τ* on ln L with its interval, said in the words the\n"
-    "  interval allows; the breakdown τ where the 16L loss rises 0.1 above the 1L loss. A τ not yet\n"
-    "  done at every seed of its L is left out, and said so (a sweep still running). --out: also\n"
-    "  tau-law.md, tau-law.csv and the figures (tau_law_star, tau_law_loss_<k>L; CSV beside each).";
+    "  seeds (sweeps/tau-law.yaml). Per L and validation context, τ* is the vertex of the parabola in\n"
+    "  ln τ through the grid's best τ and its two neighbours; its interval a bootstrap over seeds (whole\n"
+    "  per-seed curves: seeds are paired across τ), over all replicates, a replicate whose τ* is not\n"
+    "  located (best τ at the grid's end) kept at its bound, so an interval may be open (≤, ≥); the\n"
+    "  slope k of ln τ* on ln L with its interval likewise, said in the words the interval allows; the\n"
+    "  breakdown τ where the 16L loss rises 0.1 above the 1L loss. Each loss is the run's /analysis\n"
+    "  (`harness analyse`, e.g. --tokens N) where it has one, else its last validation; the counts are\n"
+    "  printed. With fewer than 6 seeds the intervals are too narrow (said). A τ not yet done at every\n"
+    "  seed of its L is left out, and said so. --curves: the per-seed losses from a tau-law-curves.csv\n"
+    "  instead of runs. --out: also tau-law.md, tau-law.csv, tau-law-curves.csv (L, factor, tau, seed,\n"
+    "  loss, source) and the figures (tau_law_star, tau_law_loss_<k>L; CSV beside each).";
 
 template <class T>
 std::vector<T> parse_list(const std::string& flag, const std::string& text) {
@@ -187,31 +194,54 @@ int calibrate(const Args& args) {
   return kExitOk;
 }
 
+// The curves from runs or from a tau-law-curves.csv, with what was left out said on stderr.
+std::vector<analysis::TauLawCurve> law_curves(const std::string& input, const std::string& curves_path) {
+  if (input.empty() == curves_path.empty())
+    throw InputError(fmt::format("tau law: give a sweep file or runs directory, or --curves FILE, not {}\n\n{}",
+                                 input.empty() ? "neither" : "both", kUsage));
+  analysis::TauLawCurves read;
+  if (!input.empty()) {
+    read = analysis::tau_law_curves(analysis::load_run_set(input));
+  } else {
+    if (!std::filesystem::is_regular_file(curves_path))
+      throw InputError(fmt::format("--curves: {}: no such file", curves_path));
+    std::ifstream in(curves_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) throw std::runtime_error(fmt::format("--curves: {}: could not be read", curves_path));
+    read = analysis::parse_tau_law_curves_csv(text.str(), curves_path);
+  }
+  for (const auto& note : read.skipped) fmt::print(stderr, "note: {}\n", note);
+  return read.curves;
+}
+
 int law(const Args& args) {
   po::options_description options("tau law options");
-  std::string input, out;
+  std::string input, curves_path, out;
   analysis::TauLawOptions o;
   po::options_description arguments;
-  arguments.add_options()("input", po::value(&input)->required(), "a sweep file or a directory of runs");
+  arguments.add_options()("input", po::value(&input), "a sweep file or a directory of runs");
   options.add_options()
+      ("curves", po::value(&curves_path), "read the per-seed losses from this tau-law-curves.csv instead of runs")
       ("level", po::value(&o.level)->default_value(0.9), "the intervals' confidence level")
       ("replicates", po::value(&o.replicates)->default_value(4000), "bootstrap replicates")
-      ("out", po::value(&out), "also write tau-law.md and tau-law.csv into DIR");
+      ("out", po::value(&out), "also write tau-law.md, tau-law.csv, tau-law-curves.csv and the figures into DIR");
   po::positional_options_description positional;
   positional.add("input", 1);
   po::variables_map vm;
   if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
   if (!(o.level > 0 && o.level < 1)) throw InputError(fmt::format("--level: expected a number in (0, 1), got {}", o.level));
   if (o.replicates < 100) throw InputError(fmt::format("--replicates: expected 100 or more, got {}", o.replicates));
-  const auto [curves, skipped] = analysis::tau_law_curves(analysis::load_run_set(input));
-  for (const auto& note : skipped) fmt::print(stderr, "note: {}\n", note);
+  const auto curves = law_curves(input, curves_path);
   const auto law = analysis::tau_law(curves, o);
   const std::string text = analysis::format_tau_law(law);
   fmt::print("{}", text);
   if (out.empty()) return kExitOk;
-  std::filesystem::create_directories(out);
-  harness::write_file_atomically((std::filesystem::path(out) / "tau-law.md").string(), text);
-  harness::write_file_atomically((std::filesystem::path(out) / "tau-law.csv").string(), analysis::tau_law_csv(law));
+  const std::filesystem::path dir(out);
+  std::filesystem::create_directories(dir);
+  harness::write_file_atomically((dir / "tau-law.md").string(), text);
+  harness::write_file_atomically((dir / "tau-law.csv").string(), analysis::tau_law_csv(law));
+  harness::write_file_atomically((dir / "tau-law-curves.csv").string(), analysis::tau_law_curves_csv(curves));
   int code = kExitOk;
   for (const auto& f : analysis::write_tau_law_figures(out, curves, law).figures) {
     fmt::print("{}: {}\n", f.name, f.render.images.empty() ? fmt::format("{}", fmt::join(f.csv, ", "))
