@@ -273,7 +273,7 @@ std::tuple<torch::Tensor, torch::Tensor> CausalAttentionImpl::run(const torch::T
           "CausalAttention::forward_with_lse: the CUDA kernel does not return LSE; use kernel "
           "'fused' on CPU tensors or 'reference'");
     if (alibi_slopes_.defined() && (!alibi_slopes_device_.defined() || alibi_slopes_device_.device() != q.device()))
-      alibi_slopes_device_ = alibi_slopes_.to(q.device(), torch::kFloat32);  // once per device
+      alibi_slopes_device_ = alibi_slope_tensor(method_, q.options().dtype(torch::kFloat32));  // once per device
     return {attention::cuda::fused_attention(qr, kr, v, mod, logn_scale, alibi_slopes_device_,
                                              table.defined() ? table.to(q.device(), torch::kFloat32) : table),
             torch::Tensor()};

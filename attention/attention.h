@@ -104,7 +104,7 @@ struct CausalAttentionImpl : torch::nn::Module {
   MethodOptions options_;
   Method method_;
   torch::Tensor alibi_slopes_;
-  torch::Tensor alibi_slopes_device_;  // float32 copy on the CUDA kernel's device
+  torch::Tensor alibi_slopes_device_;  // float32, made on the CUDA kernel's device (no copy)
   mutable std::map<std::string, RotaryTables> rotary_cache_;
 };
 TORCH_MODULE(CausalAttention);

@@ -10,8 +10,9 @@
 
 namespace attention {
 
-// cos/sin of i·freq_k for positions i < T: both (T, D/2), in `options`' dtype/device, computed in
-// float64. Undefined tensors when the method has no rotary encoding.
+// cos/sin of i·freq_k for positions i < T: both (T, D/2), in `options`' dtype, computed in float64
+// on `options`' device (no host tensor, no host→device copy: safe inside a CUDA step). Undefined
+// tensors when the method has no rotary encoding.
 struct RotaryTables {
   torch::Tensor cos;  // (T, D/2)
   torch::Tensor sin;  // (T, D/2)
@@ -26,7 +27,9 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const RotaryTables& tables);
 // take apply_rotary.
 torch::Tensor apply_rotary_fused(const torch::Tensor& x, const RotaryTables& tables);
 
-// ALiBi slopes as a (H) float64 tensor (kernels cast), undefined for other methods.
+// ALiBi slopes as a (H) tensor made on `options`' device and in its dtype (no host→device copy),
+// undefined for other methods; without options a float64 CPU tensor (the CPU kernels cast).
+torch::Tensor alibi_slope_tensor(const Method& method, const torch::TensorOptions& options);
 torch::Tensor alibi_slope_tensor(const Method& method);
 
 }  // namespace attention
