@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -26,6 +27,22 @@ std::vector<bool> holm_rejections(const std::vector<double>& p, double alpha) {
   }
   return rejected;
 }
+
+namespace {
+
+// The p-value each of `p` had to reach at its rank: α / (m − rank) for Holm, α / m for Bonferroni.
+std::vector<double> thresholds(const std::vector<double>& p, double alpha, bool holm) {
+  std::vector<size_t> order(p.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](size_t i, size_t j) { return p[i] < p[j]; });
+  std::vector<double> out(p.size());
+  for (size_t k = 0; k < p.size(); ++k) out[order[k]] = alpha / double(holm ? p.size() - k : p.size());
+  return out;
+}
+
+std::string plural(size_t n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
+
+}  // namespace
 
 PairTable pairwise_gaps(const ArmGrid& grid, double level) {
   if (!(level > 0 && level < 1)) throw std::invalid_argument(fmt::format("level must be in (0, 1), got {}", level));
@@ -66,8 +83,41 @@ PairTable pairwise_gaps(const ArmGrid& grid, double level) {
     }
   }
   const auto rejected = holm_rejections(p, 1 - level);
-  for (size_t k = 0; k < estimable.size(); ++k) t.pairs[estimable[k]].resolved = rejected[k];
+  const auto threshold = thresholds(p, 1 - level, true);
+  for (auto& r : t.pairs) r.threshold = std::numeric_limits<double>::quiet_NaN();
+  for (size_t k = 0; k < estimable.size(); ++k) {
+    t.pairs[estimable[k]].resolved = rejected[k];
+    t.pairs[estimable[k]].threshold = threshold[k];
+  }
+  t.family = "Holm's procedure over the " + plural(p.size(), "pair");
+  t.family_alpha = 1 - level;
   return t;
+}
+
+void apply_planned_family(std::vector<PairTable>& tables, const std::string& correction, double alpha) {
+  if (correction != "bonferroni" && correction != "holm")
+    throw std::invalid_argument(fmt::format("correction must be bonferroni or holm, got '{}'", correction));
+  if (!(alpha > 0 && alpha < 1)) throw std::invalid_argument(fmt::format("alpha must be in (0, 1), got {}", alpha));
+  std::vector<PairResult*> tested;
+  std::vector<double> p;
+  for (auto& t : tables)
+    for (auto& r : t.pairs) {
+      r.resolved = false;
+      r.threshold = std::numeric_limits<double>::quiet_NaN();
+      if (r.estimable) tested.push_back(&r), p.push_back(r.p);
+    }
+  const bool holm = correction == "holm";
+  const auto threshold = thresholds(p, alpha, holm);
+  const auto rejected = holm ? holm_rejections(p, alpha) : std::vector<bool>{};
+  for (size_t k = 0; k < tested.size(); ++k) {
+    tested[k]->threshold = threshold[k];
+    tested[k]->resolved = holm ? bool(rejected[k]) : p[k] <= threshold[k];
+  }
+  for (auto& t : tables) {
+    t.family = fmt::format("the planned comparison's {} over its {} (every pair at every context)",
+                           holm ? "Holm procedure" : "Bonferroni correction", plural(p.size(), "test"));
+    t.family_alpha = alpha;
+  }
 }
 
 namespace {
@@ -101,17 +151,14 @@ std::string markdown_matrix(const PairTable& t) {
 std::string format_pairs_markdown(const std::vector<PairTable>& tables, int64_t train_context) {
   std::string out;
   for (const auto& t : tables) {
-    int resolved = 0, estimable = 0;
-    for (const auto& r : t.pairs) {
-      resolved += r.resolved;
-      estimable += r.estimable;
-    }
+    int resolved = 0;
+    for (const auto& r : t.pairs) resolved += r.resolved;
     out += fmt::format("### {}: {} of {} pairs resolved\n\n", context_label(t.context, train_context), resolved,
                        t.pairs.size());
     out += fmt::format("Row's mean loss − column's (nats/token), arms by mean loss (mean, seeds); a gap in "
-                       "parentheses is not resolved: Holm's procedure over the {} pair{}, family-wise error at "
-                       "most {:g}% (seed-paired, windows clustered by {} documents).\n\n",
-                       estimable, estimable == 1 ? "" : "s", 100 * (1 - t.level), t.documents);
+                       "parentheses is not resolved: {}, family-wise error at most {:g}% (seed-paired, windows "
+                       "clustered by {} documents).\n\n",
+                       t.family, 100 * t.family_alpha, t.documents);
     if (!t.documents_known)
       out += "Note: the run files do not say which document each window is from (written before 2026-12-07): "
              "windows counted as independent, the intervals too narrow.\n\n";
@@ -135,12 +182,13 @@ std::string format_pairs_markdown(const std::vector<PairTable>& tables, int64_t 
 }
 
 std::string format_pairs_csv(const std::vector<PairTable>& tables) {
-  std::string out = "context,a,b,gap,se,df,lo,hi,p,resolved,seeds\n";
+  std::string out = "context,a,b,gap,se,df,lo,hi,p,resolved,seeds,threshold,family\n";
   for (const auto& t : tables)
     for (const auto& r : t.pairs)
-      out += fmt::format("{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{}\n", t.context,
+      out += fmt::format("{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{},{},{:.6g},{}\n", t.context,
                          csv_field(t.arms[r.a]), csv_field(t.arms[r.b]), r.gap.gap, r.gap.se, r.gap.df, r.gap.lo,
-                         r.gap.hi, r.p, r.resolved ? 1 : 0, r.gap.pairs);
+                         r.gap.hi, r.p, r.resolved ? 1 : 0, r.gap.pairs, r.threshold,
+                         csv_field(fmt::format("{} at {:g}", t.family, t.family_alpha)));
   return out;
 }
 

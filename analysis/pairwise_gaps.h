@@ -23,7 +23,8 @@ struct PairResult {
   int common_seeds = 0;    // seeds both arms have
   bool estimable = false;  // ≥ 2 seeds in common and a finite, non-zero standard error (zero: the
                            // two arms' runs scored every window alike, e.g. rope and rope+ntk at L)
-  bool resolved = false;   // rejected by Holm's procedure at 1 − level
+  bool resolved = false;   // rejected by the table's family procedure (`PairTable::family`)
+  double threshold = 0;    // the p-value the pair had to reach at its rank in the family (NaN: not tested)
 };
 
 struct PairTable {
@@ -35,6 +36,10 @@ struct PairTable {
   int documents = 0;              // distinct documents among the windows
   bool documents_known = true;    // false: old run files, each window counted as its own document
   double level = 0.95;
+  // How "resolved" was decided: Holm over this context's pairs at 1 − level, or a planned
+  // comparison's family (every pair of every context) and criterion.
+  std::string family;        // "Holm's procedure over the 15 pairs", ...
+  double family_alpha = 0.05;  // its family-wise error rate
 };
 
 // Holm's step-down: which of the p-values are rejected with family-wise error rate `alpha`.
@@ -43,11 +48,17 @@ std::vector<bool> holm_rejections(const std::vector<double>& p, double alpha);
 // One context's table. Throws std::invalid_argument for level outside (0, 1).
 PairTable pairwise_gaps(const ArmGrid& grid, double level = 0.95);
 
+// A planned comparison's verdicts: every estimable pair of every table is one family, tested with
+// `correction` ("bonferroni": each p against alpha / m; "holm": step-down) at family-wise error
+// `alpha`; replaces the per-context Holm verdicts, thresholds and family of `tables`. Throws
+// std::invalid_argument for another correction or alpha outside (0, 1).
+void apply_planned_family(std::vector<PairTable>& tables, const std::string& correction, double alpha);
+
 // Markdown: per context a matrix (row − column, arms by mean loss; a resolved gap plain, an
 // unresolved one in parentheses) and the list of the unresolved pairs with their intervals.
 // `train_context` labels contexts as multiples of L.
 std::string format_pairs_markdown(const std::vector<PairTable>& tables, int64_t train_context);
-// CSV, one row per pair: context, a, b, gap, se, df, lo, hi, p, resolved, seeds.
+// CSV, one row per pair: context, a, b, gap, se, df, lo, hi, p, resolved, seeds, threshold, family.
 std::string format_pairs_csv(const std::vector<PairTable>& tables);
 
 }  // namespace analysis

@@ -37,6 +37,7 @@ RunSet from_sweep(const std::string& path) {
   set.name = sweep.name;
   set.dir = sweep.sweep_dir;
   set.keys = sweep.varying_keys;
+  set.planned = sweep.planned;
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     const auto& run = sweep.runs[i];
     RunEntry e;

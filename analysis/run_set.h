@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/config/run_config.h"
+#include "sweeps/sweep_file.h"
 #include "results/run_file.h"
 
 namespace analysis {
@@ -31,6 +32,7 @@ struct RunSet {
   std::vector<std::string> keys;  // keys whose values differ between runs, in sweep/schema order
   std::vector<RunEntry> runs;
   std::vector<std::string> warnings;  // unreadable files, each naming its path
+  std::optional<harness::sweeps::PlannedComparison> planned;  // the sweep file's `planned:`
 };
 
 // Throws harness::InputError when `path` is neither a sweep file nor a directory with runs.

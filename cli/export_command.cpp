@@ -85,7 +85,8 @@ int pairs(const Args& args) {
       ("by", po::value(&by)->composing(), "the keys whose values are the arms, comma-separated (default: every "
        "varying key but train.seed)")
       ("arm", po::value(&arms)->composing(), "compare only these arms (repeat it; labels as the table prints "
-       "them): a comparison planned before seeing the results, whose pairs are then the whole family")
+       "them), Holm over each context's pairs; a sweep's `planned:` block names its arms, family and criterion "
+       "itself (used when --arm is absent or names the same arms)")
       ("level", po::value(&level)->default_value(0.95), "1 − the family-wise error rate of a context's pairs")
       ("format", po::value(&format)->default_value("md"), "md | csv")
       ("out", po::value(&out), "also write the tables to FILE");
@@ -107,9 +108,16 @@ int pairs(const Args& args) {
   if (keys.empty()) throw InputError(fmt::format("{}: no key but the seed varies: there are no arms to compare", input));
   std::vector<analysis::PairTable> tables;
   auto grids = analysis::arm_grid(set, keys);
+  // A sweep's `planned:` comparison is tested as registered: its arms, its family and criterion.
+  const bool planned = set.planned && (arms.empty() || arms == set.planned->arms);
+  if (set.planned && !planned)
+    fmt::print(stderr, "warning: --arm names other arms than {}'s planned comparison ({}): tested as an unplanned "
+                       "comparison, Holm over each context's pairs\n", input, fmt::join(set.planned->arms, ", "));
+  if (planned) arms = set.planned->arms;
   if (!arms.empty()) analysis::keep_arms(grids, arms);
   for (const auto& grid : grids) tables.push_back(analysis::pairwise_gaps(grid, level));
   if (tables.empty()) throw InputError(fmt::format("{}: no finished run to compare", input));
+  if (planned) analysis::apply_planned_family(tables, set.planned->correction, set.planned->alpha);
   int64_t L = set.runs.front().train_context;  // contexts are labelled as multiples of L when all share it
   for (const auto& run : set.runs)
     if (run.train_context != L) L = 0;

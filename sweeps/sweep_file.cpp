@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -188,7 +189,7 @@ const char* const kNotRead = "–";
 
 const std::vector<std::string>& sweep_keys() {
   static const std::vector<std::string> keys = {"name", "description", "base", "grid",
-                                                "zip",  "seeds",       "runs"};
+                                                "zip",  "seeds",       "runs", "planned"};
   return keys;
 }
 
@@ -263,6 +264,46 @@ void parse_explicit_runs(const YAML::Node& r, const std::string& source, Sweep& 
   }
 }
 
+// planned: {arms: [A, B, ...], correction: bonferroni | holm, alpha: 0.05}
+PlannedComparison parse_planned(const YAML::Node& p, const std::string& source) {
+  PlannedComparison planned;
+  planned.at = Location::of(source, p);
+  if (!p.IsMap())
+    fail(planned.at, "planned", fmt::format("expected a mapping {{arms: [A, B], correction: bonferroni, alpha: "
+                                            "0.05}}, got {}", describe(p)));
+  static const std::vector<std::string> keys = {"arms", "correction", "alpha"};
+  for (const auto& kv : p) {
+    const Location at = Location::of(source, kv.first);
+    const std::string key = kv.first.Scalar();
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      fail(at, "planned." + key, fmt::format("unknown key; valid keys in 'planned': {}", fmt::join(keys, ", ")));
+    const Location value_at = Location::of(source, kv.second);
+    if (key == "arms") {
+      if (!kv.second.IsSequence() || kv.second.size() < 2)
+        fail(value_at, "planned.arms", fmt::format("expected a list of two or more arm labels, got {}",
+                                                   describe(kv.second)));
+      for (const auto& a : kv.second) {
+        if (!a.IsScalar() || a.Scalar().empty())
+          fail(Location::of(source, a), "planned.arms", fmt::format("expected an arm label, got {}", describe(a)));
+        planned.arms.push_back(a.Scalar());
+      }
+    } else if (key == "correction") {
+      planned.correction = kv.second.IsScalar() ? kv.second.Scalar() : "";
+      if (planned.correction != "bonferroni" && planned.correction != "holm")
+        fail(value_at, "planned.correction",
+             fmt::format("expected bonferroni or holm, got {}", describe(kv.second)));
+    } else {
+      const std::string text = kv.second.IsScalar() ? kv.second.Scalar() : "";
+      char* end = nullptr;
+      planned.alpha = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(planned.alpha > 0 && planned.alpha < 1))
+        fail(value_at, "planned.alpha", fmt::format("expected a number in (0, 1), got {}", describe(kv.second)));
+    }
+  }
+  if (planned.arms.empty()) fail(planned.at, "planned.arms", "missing: name the arms the comparison tests");
+  return planned;
+}
+
 config::LoadedConfig parse_axes_and_base(std::map<std::string, YAML::Node>& sections,
                                          const std::string& source, Sweep& sweep) {
   // name: a single path component (results go to <out_dir>/<name>/).
@@ -323,6 +364,7 @@ config::LoadedConfig parse_axes_and_base(std::map<std::string, YAML::Node>& sect
     for (const auto& v : s) sweep.seeds.values.push_back(axis_value(source, v));
   }
   if (sections.count("runs")) parse_explicit_runs(sections["runs"], source, sweep);
+  if (sections.count("planned")) sweep.planned = parse_planned(sections["planned"], source);
 
   return base;
 }

@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +59,16 @@ struct PlannedRun {
   std::string setting_text(const std::string& key) const;
 };
 
+// A comparison written before its runs (`planned:`): the arms `export pairs` tests, and the
+// family and criterion they are tested under — every pair × validation context of those arms, with
+// `correction` at family-wise error rate `alpha` — so the verdict is the one that was registered.
+struct PlannedComparison {
+  config::Location at;
+  std::vector<std::string> arms;          // labels as `export table` prints them
+  std::string correction = "bonferroni";  // "bonferroni" | "holm"
+  double alpha = 0.05;
+};
+
 struct Sweep {
   std::string path;        // the sweep file as given
   std::string text;        // its YAML text
@@ -68,6 +79,7 @@ struct Sweep {
   std::vector<Axis> grid, zip;
   Axis seeds;              // key train.seed; no values when the sweep has no `seeds:`
   std::vector<ExplicitRun> explicit_runs;
+  std::optional<PlannedComparison> planned;
 
   std::string sweep_dir;   // <run.out_dir of the base>/<name>
   std::vector<PlannedRun> runs;

@@ -154,7 +154,7 @@ TEST(PairwiseGaps, PartlyFinishedArmsCompareTheirCommonSeeds) {
   EXPECT_NE(md.find("### 64 (1L): "), std::string::npos) << md;
   EXPECT_NE(md.find("1 seed in common, 2 needed"), std::string::npos) << md;
   const std::string csv = analysis::format_pairs_csv({t});
-  EXPECT_EQ(csv.rfind("context,a,b,gap,se,df,lo,hi,p,resolved,seeds\n", 0), 0u);
+  EXPECT_EQ(csv.rfind("context,a,b,gap,se,df,lo,hi,p,resolved,seeds,threshold,family\n", 0), 0u);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4);  // header + 3 pairs
   EXPECT_THROW(analysis::pairwise_gaps(g, 1.0), std::invalid_argument);
   // Two arms whose runs scored every window alike (rope and rope+ntk at L): said so, not tested.
@@ -162,6 +162,54 @@ TEST(PairwiseGaps, PartlyFinishedArmsCompareTheirCommonSeeds) {
   g.arms[2].label = "twin";
   const auto twins = analysis::pairwise_gaps(g);
   EXPECT_NE(analysis::format_pairs_markdown({twins}, 64).find("+0.0000 in every seed and window alike"), std::string::npos);
+}
+
+// A planned comparison is one family over its contexts, tested as registered: the si-vs-kerple
+// case (p = 0.0007, 0.0038, 0.038 at 1L, 4L, 16L; registered as Bonferroni at 0.05 / 3). Per
+// context each p is a one-pair family and all three are resolved; under Bonferroni 0.038 > 0.05/3
+// is not; under Holm over the three it is (0.038 ≤ 0.05/1).
+TEST(PairwiseGaps, APlannedComparisonIsOneFamilyUnderItsRegisteredCriterion) {
+  auto tables_with = [](const std::vector<double>& p) {
+    std::vector<analysis::PairTable> tables;
+    for (size_t c = 0; c < p.size(); ++c) {
+      analysis::PairTable t;
+      t.context = int64_t(256) << (2 * c);
+      t.arms = {"kerple+p-rope", "si+p-rope"};
+      t.means = {1.18, 1.19};
+      t.seeds = {8, 8};
+      analysis::PairResult r;
+      r.a = 0, r.b = 1, r.p = p[c], r.estimable = true, r.common_seeds = 8, r.gap.pairs = 8;
+      r.resolved = p[c] <= 0.05;  // what Holm over one pair decides
+      t.pairs = {r};
+      tables.push_back(t);
+    }
+    return tables;
+  };
+  auto verdicts = [](const std::vector<analysis::PairTable>& tables) {
+    std::vector<bool> out;
+    for (const auto& t : tables) out.push_back(t.pairs[0].resolved);
+    return out;
+  };
+  auto bonferroni = tables_with({0.0007, 0.0038, 0.038});
+  analysis::apply_planned_family(bonferroni, "bonferroni", 0.05);
+  EXPECT_EQ(verdicts(bonferroni), (std::vector<bool>{true, true, false}));
+  for (const auto& t : bonferroni) EXPECT_DOUBLE_EQ(t.pairs[0].threshold, 0.05 / 3);
+  auto holm = tables_with({0.0007, 0.0038, 0.038});
+  analysis::apply_planned_family(holm, "holm", 0.05);
+  EXPECT_EQ(verdicts(holm), (std::vector<bool>{true, true, true}));
+  EXPECT_DOUBLE_EQ(holm[0].pairs[0].threshold, 0.05 / 3);
+  EXPECT_DOUBLE_EQ(holm[1].pairs[0].threshold, 0.05 / 2);
+  EXPECT_DOUBLE_EQ(holm[2].pairs[0].threshold, 0.05);
+  auto strict = tables_with({0.0007, 0.0038, 0.038});
+  analysis::apply_planned_family(strict, "bonferroni", 0.01);  // 0.0038 > 0.01/3
+  EXPECT_EQ(verdicts(strict), (std::vector<bool>{true, false, false}));
+  // The CSV carries the family and the threshold each p was held to.
+  const std::string csv = analysis::format_pairs_csv(bonferroni);
+  EXPECT_NE(csv.find(",0.038,0,8,0.0166667,the planned comparison's Bonferroni correction over its 3 tests (every pair at every context) at 0.05\n"),
+            std::string::npos) << csv;
+  EXPECT_NE(analysis::format_pairs_markdown(bonferroni, 256).find("family-wise error at most 5%"), std::string::npos);
+  EXPECT_THROW(analysis::apply_planned_family(holm, "sidak", 0.05), std::invalid_argument);
+  EXPECT_THROW(analysis::apply_planned_family(holm, "holm", 1.5), std::invalid_argument);
 }
 
 namespace {

@@ -268,6 +268,33 @@ TEST(SweepPlan, OneLinePerRunStartingWithItsId) {
   EXPECT_EQ(line, "0 of 2 runs done, 2 pending");
 }
 
+// `planned:` registers a comparison's arms, correction and α with the sweep; each mistake is named.
+TEST(SweepFile, APlannedComparisonIsReadWithItsCriterion) {
+  const std::string base = "name: p\nbase: {model: {layers: 1}}\ngrid:\n  attention.method: [rope, alibi]\n";
+  const auto sweep = load_sweep_text(base + "planned: {arms: [rope, alibi], correction: holm, alpha: 0.01}\n", "p.yaml");
+  ASSERT_TRUE(sweep.planned.has_value());
+  EXPECT_EQ(sweep.planned->arms, (std::vector<std::string>{"rope", "alibi"}));
+  EXPECT_EQ(sweep.planned->correction, "holm");
+  EXPECT_DOUBLE_EQ(sweep.planned->alpha, 0.01);
+  const auto defaults = load_sweep_text(base + "planned: {arms: [rope, alibi]}\n", "p.yaml");
+  EXPECT_EQ(defaults.planned->correction, "bonferroni");
+  EXPECT_DOUBLE_EQ(defaults.planned->alpha, 0.05);
+  EXPECT_FALSE(load_sweep_text(base, "p.yaml").planned.has_value());
+  auto error = [&](const std::string& planned) {
+    try {
+      load_sweep_text(base + planned, "p.yaml");
+    } catch (const harness::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_CONTAINS(error("planned: {arms: [rope]}\n"), "p.yaml:5:17: planned.arms: expected a list of two or more");
+  EXPECT_CONTAINS(error("planned: {arms: [rope, alibi], correction: sidak}\n"), "planned.correction: expected bonferroni or holm");
+  EXPECT_CONTAINS(error("planned: {arms: [rope, alibi], alpha: 5%}\n"), "planned.alpha: expected a number in (0, 1)");
+  EXPECT_CONTAINS(error("planned: {arms: [rope, alibi], level: 0.9}\n"), "planned.level: unknown key; valid keys in 'planned': arms, correction, alpha");
+  EXPECT_CONTAINS(error("planned: {correction: holm}\n"), "planned.arms: missing");
+}
+
 TEST(SweepShipped, EveryShippedSweepExpandsAsDocumented) {
   // sweeps/README.md's table of shipped sweeps: "| `file.yaml` | what | runs |", each row's count
   // against the file's expansion, and every .yaml in sweeps/ in the table.
