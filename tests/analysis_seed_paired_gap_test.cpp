@@ -32,6 +32,25 @@ TEST(SeedPairedGap, HandWorkedExample) {
   EXPECT_FALSE(g.excludes_zero());  // 2 seeds: one degree of freedom, a wide interval
 }
 
+// Three seeds, six documents: the seeds set the degrees of freedom, n − 1 = 2 (not n = 3, which
+// would narrow the interval to exclude 0). d_s = (.1, .2, .3) in every window: gap .2,
+// v_seed = var(.1, .2, .3) / 3 = .01 / 3, v_win = 0 (every window's mean difference is .2).
+TEST(SeedPairedGap, TheSeedCountSetsTheDegreesOfFreedom) {
+  std::vector<SeedWindows> a, b;
+  for (int s = 1; s <= 3; ++s) {
+    b.push_back({s, std::vector<double>(6, 1.0)});
+    a.push_back({s, std::vector<double>(6, 1.0 + 0.1 * s)});
+  }
+  const auto g = analysis::seed_paired_gap(a, b, {0, 1, 2, 3, 4, 5});
+  EXPECT_EQ(g.documents, 6);
+  EXPECT_NEAR(g.gap, 0.2, 1e-12);
+  EXPECT_NEAR(g.seed_se, std::sqrt(0.01 / 3), 1e-12);
+  EXPECT_NEAR(g.window_se, 0.0, 1e-12);
+  EXPECT_NEAR(g.df, 2.0, 1e-12);
+  EXPECT_NEAR(g.lo, 0.2 - 4.302653 * std::sqrt(0.01 / 3), 1e-6);  // t(0.975, 2)
+  EXPECT_FALSE(g.excludes_zero());
+}
+
 TEST(SeedPairedGap, StudentTQuantilesMatchTheTables) {
   EXPECT_NEAR(analysis::t_quantile(0.975, 1), 12.7062, 1e-4);
   EXPECT_NEAR(analysis::t_quantile(0.975, 2), 4.3027, 1e-4);
@@ -115,16 +134,18 @@ Coverage simulate(const Noise& sd, int n, int G, int K, int trials, uint64_t rng
 // with 2–4 seeds; Welch–Satterthwaite's covered 91% with 2); the windows-only interval covers
 // 60–68% (SEED_PAIRED_GAP_PRINT=1 prints them).
 TEST(SeedPairedGap, IntervalCoversTheTrueGapAtItsLevel) {
+  // At least the nominal 95% (docs/tau-vs-context.md says the same number): the interval errs wide.
+  const double nominal = 0.95;
   const int trials = 2000;
   const auto three_seeds = simulate({0.01, 0.004, 0.02, 0.005}, 3, 8, 5, trials, 1);
-  EXPECT_GE(three_seeds.ours, 0.93) << "3 seeds";
+  EXPECT_GE(three_seeds.ours, nominal) << "3 seeds";
   EXPECT_LT(three_seeds.windows_only, 0.80) << "windows only, 3 seeds";
   const auto two_seeds = simulate({0.01, 0.004, 0.02, 0.005}, 2, 8, 5, trials, 2);
-  EXPECT_GE(two_seeds.ours, 0.93) << "2 seeds";
+  EXPECT_GE(two_seeds.ours, nominal) << "2 seeds";
   EXPECT_LT(two_seeds.windows_only, 0.80) << "windows only, 2 seeds";
   // Documents, not seeds, dominate: the clustered window part carries the interval.
   const auto documents = simulate({0.001, 0.02, 0.01, 0.002}, 4, 10, 6, trials, 3);
-  EXPECT_GE(documents.ours, 0.93) << "document-dominated";
+  EXPECT_GE(documents.ours, nominal) << "document-dominated";
   EXPECT_LT(documents.windows_only, 0.85) << "windows only, document-dominated";
 }
 

@@ -90,7 +90,9 @@ void replace_dataset(hid_t file, const std::string& group, const std::string& na
   ASSERT_GE(H5Ldelete(g, name.c_str(), H5P_DEFAULT), 0);
   Handle ds(H5Dcreate2(g, name.c_str(), H5T_IEEE_F64LE, space, H5P_DEFAULT, props, H5P_DEFAULT),
             H5Dclose, "create " + name);
-  if (data) ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), 0);
+  if (data) {
+    ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), 0);
+  }
 }
 
 }  // namespace

@@ -113,6 +113,28 @@ TEST(Checkpoint, WrittenOnAGpuLoadsOnTheHost) {
   for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pr[i].value(), pa[i].value())) << pr[i].key();
 }
 
+// The CPU generator's state travels with the checkpoint: after a load the next draws are the
+// ones that followed the save, whatever was drawn in between (a step that draws — dropout, a
+// sampled batch — resumes bit for bit only so).
+TEST(Checkpoint, TheCpuGeneratorStateComesBackOnLoad) {
+  test_support::TempDir tmp;
+  const auto config = tiny_config(tmp.path / "cache");
+  harness::data::Dataset dataset(config.config.data);
+  models::GPT model(harness::config::gpt_options(config.config, dataset.vocab_size()));
+  models::Optimizers optim(model, config.config.optim);
+  torch::manual_seed(11);
+  torch::rand({7});  // somewhere along the stream, not at a seed's start
+  const std::string path = (tmp.path / "checkpoint-1.pt").string();
+  harness::train::CheckpointState state;
+  state.config_hash = "test";
+  harness::train::save_checkpoint(path, model, optim, state);
+  const torch::Tensor after_save = torch::rand({5});
+  torch::manual_seed(12345);  // elsewhere in the stream, as a resumed process starts
+  torch::rand({3});
+  harness::train::load_checkpoint(path, model, optim);
+  EXPECT_TRUE(torch::equal(torch::rand({5}), after_save));
+}
+
 // ---- Checkpoints you can fall back on (run.keep_checkpoints) ----
 
 namespace {
