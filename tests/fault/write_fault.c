@@ -8,6 +8,9 @@
 //                              "the second time run.h5 is written" is FROM_OPEN=2 (default 1)
 //   HARNESS_FAULT_COUNT=<k>    only k writes fail (then the disk has room again)  (default: all)
 //   HARNESS_FAULT_ERRNO=<e>    ENOSPC (default), EDQUOT or EIO
+//   HARNESS_FAULT_CALL=<call>  which call fails: write (default: write/pwrite/writev), fsync
+//                              (fsync/fdatasync), close, or rename (of a matching source path);
+//                              HARNESS_FAULT_WRITE and _COUNT then count that call
 //
 // It sees what goes through the C library's open/fopen and write/pwrite/writev calls: HDF5's
 // sec2 driver, std::ofstream, and the harness's own writers (checkpoints, text files). A failed
@@ -56,9 +59,14 @@ static void watch(int fd, const char* path) {
   atomic_store(&watched[fd], matches && ordinal >= env_long("HARNESS_FAULT_FROM_OPEN", 1));
 }
 
-// Whether this write (to `fd`) is one that fails.
-static int fails(int fd) {
-  if (fd < 0 || fd >= MAX_FDS || !atomic_load(&watched[fd])) return 0;
+// The call that fails: "write", "fsync", "close" or "rename".
+static int faulted_call(const char* call) {
+  const char* c = getenv("HARNESS_FAULT_CALL");
+  return strcmp(c && *c ? c : "write", call) == 0;
+}
+
+// Whether this call, one of those counted, is one that fails.
+static int counted_call_fails(void) {
   const long n = atomic_fetch_add(&writes_seen, 1) + 1;
   const long first = env_long("HARNESS_FAULT_WRITE", 1), count = env_long("HARNESS_FAULT_COUNT", -1);
   if (n < first || (count >= 0 && n >= first + count)) return 0;
@@ -66,6 +74,14 @@ static int fails(int fd) {
   errno = fault_errno();
   return 1;
 }
+
+// Whether this `call` on `fd` is one that fails.
+static int fails_on(const char* call, int fd) {
+  if (fd < 0 || fd >= MAX_FDS || !atomic_load(&watched[fd]) || !faulted_call(call)) return 0;
+  return counted_call_fails();
+}
+
+static int fails(int fd) { return fails_on("write", fd); }
 
 // The C library's own `name`, found once.
 #define NEXT(name)                        \
@@ -110,10 +126,33 @@ FILE* fopen64(const char* path, const char* mode) {
   return f;
 }
 
+// A failing close still releases the descriptor, as the kernel's does (an NFS or quota error
+// reported at close).
 int close(int fd) {
   NEXT(close);
+  const int fail = fails_on("close", fd);
   if (fd >= 0 && fd < MAX_FDS) atomic_store(&watched[fd], 0);
-  return next_close(fd);
+  const int result = next_close(fd);
+  if (!fail) return result;
+  errno = fault_errno();
+  return -1;
+}
+
+int fsync(int fd) {
+  NEXT(fsync);
+  return fails_on("fsync", fd) ? -1 : next_fsync(fd);
+}
+
+int fdatasync(int fd) {
+  NEXT(fdatasync);
+  return fails_on("fsync", fd) ? -1 : next_fdatasync(fd);
+}
+
+int rename(const char* from, const char* to) {
+  NEXT(rename);
+  const char* f = fault_file();
+  if (f && from && strstr(from, f) && faulted_call("rename") && counted_call_fails()) return -1;
+  return next_rename(from, to);
 }
 
 ssize_t write(int fd, const void* buf, size_t n) {
