@@ -55,3 +55,6 @@ get_filename_component(HARNESS_TORCH_LIB_DIR "${TORCH_LIBRARY}" DIRECTORY)
 # first, for our code too, and crashed (std::filesystem::remove_all jumped to address 0). Listed
 # first, the system's libstdc++ wins for every symbol it has.
 add_link_options("LINKER:--push-state,--no-as-needed,-lstdc++,--pop-state")
+
+# nccl.h for c10d's NCCL headers: the pip package torch loads NCCL from, else the toolkit's.
+include(${CMAKE_CURRENT_LIST_DIR}/find-nccl.cmake)
