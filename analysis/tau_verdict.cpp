@@ -81,8 +81,13 @@ TauVerdict verdict_at(const ContextRuns& grid, size_t own, const TauVerdictOptio
     v.why = fmt::format("τ = {} is better by more than the margin {:g}: gap {}", worst->tau, o.margin, interval(worst->gap));
   } else if (pick([&](const PairedGap& g) { return g.hi > o.margin; })) {
     v.verdict = TauClass::kInconclusive;
-    v.why = fmt::format("the interval against τ = {} reaches beyond the margin {:g}: gap {} (more seeds narrow it)",
-                        worst->tau, o.margin, interval(worst->gap));
+    v.seeds_to_resolve = seeds_to_resolve(worst->gap, o.margin, v.level_each);
+    v.why = fmt::format("the interval against τ = {} reaches beyond the margin {:g}: gap {}; {}", worst->tau, o.margin,
+                        interval(worst->gap),
+                        v.seeds_to_resolve ? fmt::format("at the seed variance measured, about {} seeds per τ would "
+                                                         "resolve a gap this size", v.seeds_to_resolve)
+                                           : "more seeds alone would not resolve it (the windows' share is too wide: "
+                                             "validate on more tokens, `harness analyse --tokens`)");
   } else if (pick([](const PairedGap& g) { return g.lo > 0; })) {
     v.verdict = TauClass::kBetterExists;
     v.why = fmt::format("τ = {} is better, by less than the margin {:g}: gap {}", worst->tau, o.margin, interval(worst->gap));
@@ -96,6 +101,17 @@ TauVerdict verdict_at(const ContextRuns& grid, size_t own, const TauVerdictOptio
 }
 
 }  // namespace
+
+int seeds_to_resolve(const PairedGap& g, double margin, double level) {
+  const double seed_variance = g.seed_se * g.seed_se * g.pairs;  // var_s(d_s)
+  const double distance = std::fabs(g.gap - margin);
+  for (int n = std::max(2, g.pairs); n <= 64; ++n) {
+    const double df = g.documents >= 2 ? std::min(double(n - 1), double(g.documents - 1)) : double(n - 1);
+    const double half = t_quantile(0.5 + level / 2, df) * std::sqrt(seed_variance / n + g.window_se * g.window_se);
+    if (half < distance) return n;
+  }
+  return 0;
+}
 
 std::vector<TauVerdict> tau_verdicts(const std::vector<ContextRuns>& grid, const std::string& tau_text,
                                      const TauVerdictOptions& o) {

@@ -66,7 +66,16 @@ struct TauVerdict {
   std::vector<TauComparison> comparisons;   // with every other τ
   double level_each = 0;             // each comparison's level (Bonferroni)
   int seeds = 0, documents = 0;
+  // Inconclusive: the seeds per τ at which the comparison it rests on would be resolved either
+  // way (the measured gap and seed variance held fixed); 0 when no number up to 64 would (the
+  // windows' share alone is too wide: validate on more tokens).
+  int seeds_to_resolve = 0;
 };
+
+// The smallest n ≤ 64 seeds at which an interval with `g`'s gap, seed variance (seed_se² · its
+// pairs) and window part, at `level` and min(n − 1, documents − 1) degrees of freedom, would lie
+// wholly on one side of `margin`; 0 when none would. (A planning figure: the next seeds' gap moves.)
+int seeds_to_resolve(const PairedGap& g, double margin, double level);
 
 // Throws harness::InputError when `tau_text` is not an arm. A context whose arms hold fewer than
 // two runs each, or differing numbers, gets an inconclusive verdict saying so.

@@ -3,6 +3,8 @@
 // simultaneous level. (The interval itself: analysis_seed_paired_gap_test.cpp.)
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "analysis/tau_verdict.h"
@@ -82,6 +84,24 @@ TEST(TauVerdict, InconclusiveWhenSeedsVaryTooMuchToTell) {
   EXPECT_NE(v.why.find("reaches beyond the margin"), std::string::npos) << v.why;
   // With that much seed noise every τ of the grid is within the noise of the best.
   EXPECT_EQ(v.near_best, (std::vector<std::string>{"0.05", "0.16", "0.5"}));
+}
+
+// How many seeds would resolve an inconclusive gap, by hand: gap 0.03 against a margin 0.01 (a
+// distance of 0.02), var_s(d) = 0.01² · 3 = 3e-4, no window part, 95% each, df = n − 1:
+// n = 5: t(4) = 2.776 · √(3e-4 / 5) = 0.0215 > 0.02; n = 6: t(5) = 2.571 · √(5e-5) = 0.0182 < 0.02.
+TEST(TauVerdict, TheSeedsThatWouldResolveAnInconclusiveGap) {
+  analysis::PairedGap g;
+  g.gap = 0.03, g.seed_se = 0.01, g.window_se = 0, g.pairs = 3, g.documents = 100;
+  EXPECT_EQ(analysis::seeds_to_resolve(g, 0.01, 0.95), 6);
+  g.gap = -0.01;  // 0.02 below the margin: resolved as within it at the same n
+  EXPECT_EQ(analysis::seeds_to_resolve(g, 0.01, 0.95), 6);
+  g.window_se = 0.02;  // the windows alone are wider than the distance: no number of seeds will do
+  EXPECT_EQ(analysis::seeds_to_resolve(g, 0.01, 0.95), 0);
+  const auto v = verdict(grid({0.03, 0.004, 0.0}, 0.01, 3));
+  ASSERT_EQ(v.verdict, TauClass::kInconclusive);
+  EXPECT_GT(v.seeds_to_resolve, 3) << v.why;
+  EXPECT_NE(v.why.find(fmt::format("about {} seeds per τ would resolve a gap this size", v.seeds_to_resolve)),
+            std::string::npos) << v.why;
 }
 
 TEST(TauVerdict, OneSeedGivesNoVerdict) {
