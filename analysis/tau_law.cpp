@@ -62,16 +62,18 @@ std::pair<double, double> interval(std::vector<double> lower, std::vector<double
 
 // Replicate counts per cause of censoring, as fractions.
 struct CensoringCount {
-  int low_edge = 0, high_edge = 0, any = 0;
+  int low_edge = 0, high_edge = 0, downward = 0, outside = 0, any = 0;
   void add(const std::vector<TauStarOutcome>& outcomes) {  // one replicate, one outcome per L
     auto has = [&](TauStarOutcome o) { return std::find(outcomes.begin(), outcomes.end(), o) != outcomes.end(); };
     low_edge += has(TauStarOutcome::kLowEdge);
     high_edge += has(TauStarOutcome::kHighEdge);
+    downward += has(TauStarOutcome::kDownward);
+    outside += has(TauStarOutcome::kOutside);
     any += std::any_of(outcomes.begin(), outcomes.end(), [](TauStarOutcome o) { return o != TauStarOutcome::kLocated; });
   }
   Censoring fractions(int replicates) const {
     const double n = replicates;
-    return {low_edge / n, high_edge / n, any / n};
+    return {low_edge / n, high_edge / n, downward / n, outside / n, any / n};
   }
 };
 
@@ -79,6 +81,8 @@ const char* outcome_note(TauStarOutcome o) {
   switch (o) {
     case TauStarOutcome::kLowEdge: return "the best τ is the grid's smallest";
     case TauStarOutcome::kHighEdge: return "the best τ is the grid's largest";
+    case TauStarOutcome::kDownward: return "the quadratic through the best τ opens downward";
+    case TauStarOutcome::kOutside: return "the quadratic's vertex lies outside the fitted points";
     case TauStarOutcome::kLocated: break;
   }
   return "";
@@ -229,16 +233,33 @@ TauStarFit fit_tau_star(const std::vector<double>& tau, const std::vector<double
     fit.outcome = b == 0 ? TauStarOutcome::kLowEdge : TauStarOutcome::kHighEdge;
     return fit;
   }
-  // The argmin and its two neighbours: points further out lie on the flattening or on the breakdown
-  // wall, where a quadratic no longer holds, and drag the vertex (tau_law.h). The parabola through
-  // them in Newton's form over u = ln τ − ln τ_b: slopes d1 < 0 (b is the first lowest) and d2 ≥ 0,
-  // curvature c2 > 0; its vertex, where the derivative d1 + c2·(2u − u₋) is 0, lies in [u₋/2, u₊/2].
+  // The argmin and the grid points within an octave of it, its two neighbours in any case: points
+  // further out lie on the flattening or on the breakdown wall, where a quadratic no longer holds,
+  // and drag the vertex (tau_law.h).
+  auto u = [&](size_t k) { return std::log(tau[k]) - std::log(tau[b]); };
+  const double reach = std::log(2.0) * (1 + 1e-9);
   fit.first = b - 1;
   fit.last = b + 1;
-  const double lo = std::log(tau[b - 1]) - std::log(tau[b]), hi = std::log(tau[b + 1]) - std::log(tau[b]);
-  const double d1 = (mean[b] - mean[b - 1]) / -lo, d2 = (mean[b + 1] - mean[b]) / hi;
-  const double c2 = (d2 - d1) / (hi - lo);
-  fit.log_tau = fit.log_lo = fit.log_hi = std::log(tau[b]) + (lo - d1 / c2) / 2;
+  while (fit.first > 0 && u(fit.first - 1) >= -reach) --fit.first;
+  while (fit.last + 1 < K && u(fit.last + 1) <= reach) ++fit.last;
+  // Least squares y = c0 + c1·u + c2·u² (exact through three points), by Cramer's rule on the
+  // normal equations.
+  double S[5] = {0, 0, 0, 0, 0}, T[3] = {0, 0, 0};
+  for (size_t k = fit.first; k <= fit.last; ++k) {
+    double p = 1;
+    for (int i = 0; i < 5; ++i) S[i] += p, p *= u(k);
+    T[0] += mean[k], T[1] += mean[k] * u(k), T[2] += mean[k] * u(k) * u(k);
+  }
+  auto det = [](double a, double b_, double c, double d, double e, double f, double g, double h, double i) {
+    return a * (e * i - f * h) - b_ * (d * i - f * g) + c * (d * h - e * g);
+  };
+  const double D = det(S[0], S[1], S[2], S[1], S[2], S[3], S[2], S[3], S[4]);
+  const double c1 = det(S[0], T[0], S[2], S[1], T[1], S[3], S[2], T[2], S[4]) / D;
+  const double c2 = det(S[0], S[1], T[0], S[1], S[2], T[1], S[2], S[3], T[2]) / D;
+  const double vertex = -c1 / (2 * c2);
+  if (!(c2 > 0)) fit.outcome = TauStarOutcome::kDownward;
+  else if (vertex < u(fit.first) || vertex > u(fit.last)) fit.outcome = TauStarOutcome::kOutside;
+  else fit.log_tau = fit.log_lo = fit.log_hi = std::log(tau[b]) + vertex;
   return fit;
 }
 

@@ -1,16 +1,18 @@
 // The law of the best τ against the training context L (`harness tau law`, docs/tau-vs-context.md):
 // runs of one method on a τ grid at several L with several seeds, validated at multiples of L.
 //
-//  * τ* per L and context: the vertex of the parabola in ln τ through the seed-mean losses at the
-//    grid's best τ (the argmin b) and its two neighbours. Only those: points further out lie where a
-//    quadratic no longer holds — the flattening far below the optimum, the breakdown wall above it
-//    (at L = 256, 4L the wall at τ = 16, 0.32 above the minimum, dragged a 5-point fit's vertex from
-//    ≈ 4.4 to 2.5); in studies simulated from the measured curves a 5-point fit was biased by −0.08
-//    to −0.18 in ln τ per L and one admitting points two steps out where a parabola allows them (rise
-//    ≤ 4× the neighbours') by −0.04 to −0.15, the 3-point one by under 0.02. Through three points whose middle is lowest the parabola always
-//    opens upward and its vertex lies between them (within half a grid step of b), so τ* is located
-//    unless b ends the grid; then it is censored to where a curve with one minimum has it:
-//    τ* < τ_1 (below the grid's second τ) or τ* > τ_{K−2}.
+//  * τ* per L and context: the vertex of the least-squares quadratic in ln τ through the seed-mean
+//    losses at the grid's best τ (the argmin b) and the grid points within an octave of it (a factor
+//    of 2 in τ), its two neighbours in any case: on a 2×-spaced grid the parabola through b and its
+//    neighbours, on a √2 grid five points. Only those: points further out lie where a quadratic no
+//    longer holds — the flattening far below the optimum, the breakdown wall above it (at L = 256,
+//    4L the wall at τ = 16, 0.32 above the minimum, dragged the 5-point fit on the 2× grid from
+//    ≈ 4.4 to 2.5). In studies simulated from the measured curves (2× grid) a 5-point fit was biased
+//    by −0.08 to −0.18 in ln τ per L, one admitting points two steps out where a parabola allows them
+//    (rise ≤ 4× the neighbours') by −0.04 to −0.15, the octave's 3 points by under 0.02. τ* is not
+//    located when b ends the grid, when the quadratic opens downward or when its vertex lies outside
+//    the fitted points (neither can happen with 3 points whose middle is lowest); it is then censored
+//    to where a curve with one minimum has it, (τ_{b−1}, τ_{b+1}), with τ_{−1} = 0 and τ_K = ∞.
 //  * Its interval: a bootstrap over seeds. Seeds are paired across τ (same initial weights and data
 //    order), so a replicate redraws n whole per-seed curves with replacement at each L (the same
 //    draw for every τ and context of that L; independently between L, which are different runs),
@@ -77,7 +79,9 @@ struct TauLawOptions {
 struct Censoring {
   double low_edge = 0;   // the best grid τ is the smallest (τ* < τ_1)
   double high_edge = 0;  // the best grid τ is the largest (τ* > τ_{K−2})
-  double any = 0;        // either (a slope's replicate may count under both, at different L)
+  double downward = 0;   // the quadratic opens downward (more than 3 points fitted)
+  double outside = 0;    // its vertex lies outside the fitted points (likewise)
+  double any = 0;        // any of these (a slope's replicate may count under several, at different L)
 };
 
 // A τ in tokens with its interval; lo may be 0 and hi +∞ (not bounded by the grid).
@@ -138,12 +142,12 @@ std::string tau_law_csv(const TauLaw& law);
 
 // ---- the fits, exposed for tests ---------------------------------------------------------------
 
-enum class TauStarOutcome { kLocated, kLowEdge, kHighEdge };
+enum class TauStarOutcome { kLocated, kLowEdge, kHighEdge, kDownward, kOutside };
 
 struct TauStarFit {
   TauStarOutcome outcome = TauStarOutcome::kLocated;
   double log_tau = 0;               // the vertex (kLocated), else NaN
-  double log_lo = 0, log_hi = 0;    // = log_tau when located; else the censored span, (−∞, ln τ_1) or (ln τ_{K−2}, ∞)
+  double log_lo = 0, log_hi = 0;    // = log_tau when located; else the censored span (ln τ_{b−1}, ln τ_{b+1}), ±∞ beyond the grid
   size_t best = 0, first = 0, last = 0;  // the argmin and the fitted points' span (grid indices)
 };
 

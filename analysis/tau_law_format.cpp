@@ -39,12 +39,12 @@ std::string tau_point(const TauEstimate& e, int64_t L) {
   return fmt::format("between {} and {} ({})", tokens(e.at_least), tokens(e.at_most), e.note);
 }
 
-// "12% (low edge 10%, high edge 2%)": the replicates not located, by cause.
+// "12% (low edge 10%, opens downward 2%)": the replicates not located, by cause.
 std::string censoring(const Censoring& c) {
   if (c.any == 0) return "0%";
   std::vector<std::string> parts;
   const std::pair<double, const char*> causes[] = {
-      {c.low_edge, "low edge"}, {c.high_edge, "high edge"}};
+      {c.low_edge, "low edge"}, {c.high_edge, "high edge"}, {c.downward, "opens downward"}, {c.outside, "vertex outside"}};
   for (const auto& [f, name] : causes)
     if (f > 0) parts.push_back(fmt::format("{} {}", name, percent(f)));
   return fmt::format("{} ({})", percent(c.any), fmt::join(parts, ", "));
@@ -81,9 +81,10 @@ std::string law_sentence(const TauLawSlope& s, double level) {
     text += " — k = 1 (a fixed fraction of L) is excluded, k = 0 (a fixed size in tokens) is not";
   if (s.censored.any > 0)
     text += fmt::format(". τ* not located at some L in {} of replicates (best τ at the grid's low edge {}, at its "
-                        "high edge {}; a replicate may count under both): kept at their bounds, the interval is "
-                        "over all replicates", percent(s.censored.any), percent(s.censored.low_edge),
-                        percent(s.censored.high_edge));
+                        "high edge {}, quadratic opening downward {}, vertex outside the fitted points {}; a "
+                        "replicate may count under several): kept at their bounds, the interval is over all "
+                        "replicates", percent(s.censored.any), percent(s.censored.low_edge),
+                        percent(s.censored.high_edge), percent(s.censored.downward), percent(s.censored.outside));
   return text;
 }
 
@@ -100,8 +101,8 @@ std::string preamble(const TauLaw& law) {
                        "different text (run `harness analyse` on every run of that L)\n", m);
   if (law.seeds < kSeedsForCoverage)
     out += fmt::format("warning: {} seeds: the seed bootstrap's intervals are too narrow with fewer than {} (in "
-                       "studies simulated from the measured curves, the 90% interval of k covered the true k in "
-                       "about 80% of studies at 3 seeds and 85–90% at 6); read them as lower bounds on the "
+                       "studies simulated from the measured curves the 90% interval of k covered the true k in 79–83% "
+                       "of studies at 3 seeds, 84–87% at 4, 86–89% at 6 to 12); read them as lower bounds on the "
                        "uncertainty\n", law.seeds, kSeedsForCoverage);
   return out;
 }
@@ -131,16 +132,16 @@ std::string format_tau_law(const TauLaw& law) {
 std::string tau_law_csv(const TauLaw& law) {
   std::string out =
       "L,factor,best_grid_tau,tau_star,tau_star_at_least,tau_star_at_most,lo,hi,censored,censored_low_edge,"
-      "censored_high_edge,breakdown,breakdown_lo,breakdown_hi\n";
+      "censored_high_edge,censored_downward,censored_outside,breakdown,breakdown_lo,breakdown_hi\n";
   for (const auto& r : law.rows) {
     const auto b = law.breakdown.find(r.L);
     TauEstimate none;
     none.value = none.lo = none.hi = kNaN;
     const TauEstimate& br = b != law.breakdown.end() ? b->second : none;
     const auto& t = r.tau_star;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.L, r.factor, r.best_grid_tau, t.value,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.L, r.factor, r.best_grid_tau, t.value,
                        t.at_least, t.at_most, t.lo, t.hi, t.censored.any, t.censored.low_edge, t.censored.high_edge,
-                       br.value, br.lo, br.hi);
+                       t.censored.downward, t.censored.outside, br.value, br.lo, br.hi);
   }
   return out;
 }

@@ -110,6 +110,24 @@ TEST(TauLaw, AFitThatDoesNotLocateTauStarIsCensoredToWhereOneMinimumCanBe) {
   const auto tie = analysis::fit_tau_star(tau, {2, 1, 1, 3, 4});
   EXPECT_EQ(tie.outcome, TauStarOutcome::kLocated);
   EXPECT_NEAR(tie.log_tau, std::log(2.0) + std::log(2.0) / 2, 1e-12);
+  // On a √2 grid five points reach an octave; their quadratic may open downward, or put its vertex
+  // beyond them: censored between the argmin's neighbours.
+  std::vector<double> fine;
+  for (int k = 0; k < 7; ++k) fine.push_back(std::pow(2.0, k / 2.0));
+  const auto down = analysis::fit_tau_star(fine, {5, 3, 1.05, 1, 1.05, 3, 5});
+  EXPECT_EQ(down.first, 1u);
+  EXPECT_EQ(down.last, 5u);
+  EXPECT_EQ(down.outcome, TauStarOutcome::kLocated);  // a 5-point parabola, by symmetry at the middle
+  EXPECT_NEAR(down.log_tau, std::log(fine[3]), 1e-12);
+  const auto flat = analysis::fit_tau_star(fine, {5, 1.0, 1.05, 0.99, 1.05, 1.0, 5});  // a W: opens downward
+  EXPECT_EQ(flat.outcome, TauStarOutcome::kDownward);
+  EXPECT_DOUBLE_EQ(flat.log_lo, std::log(fine[2]));
+  EXPECT_DOUBLE_EQ(flat.log_hi, std::log(fine[4]));
+  // A step up right of the best τ: the least-squares vertex lands left of the fitted points (−2.07
+  // steps, worked by hand on the normal equations).
+  const auto beyond = analysis::fit_tau_star(fine, {5, 1.0, 1.0, 0.99, 3, 3.01, 5});
+  EXPECT_EQ(beyond.first, 1u);
+  EXPECT_EQ(beyond.outcome, TauStarOutcome::kOutside) << std::exp(beyond.log_tau);
 }
 
 TEST(TauLaw, TheBreakdownIsInterpolatedInLnTauFromTheLowestRiseUp) {
@@ -213,13 +231,14 @@ TEST(TauLaw, TheLawIsSaidInTheWordsItsIntervalAllows) {
   };
   law.slopes = {slope(1.5, 1.2, 2.0), slope(1.4, 0.9, INFINITY), slope(0.5, -INFINITY, 2.0), slope(0.5, 0.2, 0.8),
                 slope(-0.5, -INFINITY, -0.1)};
-  law.slopes[1].censored = {0.31, 0.12, 0.43};
+  law.slopes[1].censored = {0.31, 0, 0.12, 0, 0.43};
   const std::string text = analysis::format_tau_law(law);
   EXPECT_NE(text.find("k = 1.50; 90% interval [1.20, 2.00] — τ* grows faster than L (k = 1 excluded)"), std::string::npos) << text;
   EXPECT_NE(text.find("k = 1.40; 90% interval k ≥ 0.90, upper end not bounded by this grid — τ* grows with L (k = 0 "
                       "excluded); k = 1 is not excluded. τ* not located at some L in 43% of replicates (best τ at the "
-                      "grid's low edge 31%, at its high edge 12%; a replicate may count under both): kept at their "
-                      "bounds, the interval is over all replicates"),
+                      "grid's low edge 31%, at its high edge 0%, quadratic opening downward 12%, vertex outside the "
+                      "fitted points 0%; a replicate may count under several): kept at their bounds, the interval "
+                      "is over all replicates"),
             std::string::npos) << text;
   EXPECT_NE(text.find("k ≤ 2.00, lower end not bounded by this grid — no trend resolvable"), std::string::npos) << text;
   EXPECT_NE(text.find("[0.20, 0.80] — τ* grows with L, slower than L"), std::string::npos) << text;
