@@ -5,6 +5,7 @@
 # Run from anywhere:
 #
 #     scripts/gpu-build.sh [--no-tests] [--jobs N] [--build-dir DIR] [--prefix DIR] [--arch SM] [--no-gloo]
+#                          [--targets "T1 T2 ..."]
 #     scripts/gpu-build.sh --unpack-only PREFIX     # only unpack and relocate the packages
 #
 #  1. unpacks .gpu-deps/*.deb into PREFIX (default /tmp/harness-deps; never /) and fixes what the
@@ -14,8 +15,10 @@
 #     torch's LibTorch with -DHARNESS_DEPS_PREFIX=PREFIX, and builds into build-gpu/;
 #  4. checks that build-gpu/harness finds every library, and writes build-gpu/env.sh.
 #
-# --no-tests: HARNESS_TESTS=OFF. --no-gloo: leave out Debian's Gloo headers (their version is not
-# the one inside the pip torch; without them data parallel is NCCL only). Environment: PYTHON,
+# --no-tests: HARNESS_TESTS=OFF. --targets: build only these CMake targets (and what they need),
+# e.g. "harness bench_kernel_agreement bench_train_step", as scripts/gpu-check.sh does.
+# --no-gloo: leave out Debian's Gloo headers (their version is not the one inside the pip torch;
+# without them data parallel is NCCL only). Environment: PYTHON,
 # NVCC, GPU_DEPS_DIR (.gpu-deps), HARNESS_DEPS_PREFIX, GPU_BUILD_DIR, CMAKE_ARGS (extra arguments).
 # Exit code: 0 built, 1 the build failed, 2 something needed is missing.
 set -euo pipefail
@@ -25,7 +28,7 @@ DEPS_DIR=${GPU_DEPS_DIR:-.gpu-deps}
 PREFIX=${HARNESS_DEPS_PREFIX:-/tmp/harness-deps}
 BUILD=${GPU_BUILD_DIR:-build-gpu}
 JOBS=$(nproc 2>/dev/null || echo 4)
-tests=ON gloo=1 unpack_only=0 arch=""
+tests=ON gloo=1 unpack_only=0 arch="" targets=""
 UNPACK_VERSION=3  # bump after changing the fixes in unpack_deps: forces a fresh unpack
 
 missing() { echo "gpu-build: MISSING: $*" >&2; exit 2; }
@@ -41,6 +44,7 @@ while [ $# -gt 0 ]; do
     --build-dir) BUILD=${2:?--build-dir DIR}; shift ;;
     --prefix) PREFIX=${2:?--prefix DIR}; shift ;;
     --arch) arch=${2:?--arch SM, e.g. 90}; shift ;;
+    --targets) targets=${2:?--targets "T1 T2 ..."}; shift ;;
     --unpack-only) unpack_only=1; PREFIX=${2:?--unpack-only PREFIX}; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-build: unknown option $1 (--help lists them)" >&2; exit 2 ;;
@@ -203,7 +207,8 @@ cmake_major=$(cmake --version | head -1 | awk '{print $3}' | cut -d. -f1)
 
 echo "cmake ${cmake_args[*]}"
 cmake "${cmake_args[@]}" || fail "configure (see the messages above; $BUILD/CMakeFiles/CMakeConfigureLog.yaml or CMakeError.log)"
-cmake --build "$BUILD" -j "$JOBS" || fail "build"
+# shellcheck disable=SC2086
+cmake --build "$BUILD" -j "$JOBS" ${targets:+--target $targets} || fail "build${targets:+ of $targets}"
 
 # ---------------------------------------------------------------------------------------------
 say "4. run-time check"

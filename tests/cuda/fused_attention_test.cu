@@ -8,7 +8,14 @@
 // bf16 runs the tensor-core kernels on sm_80+ and the SIMT kernels below (fused_attention.cu
 // dispatches); fp32 always runs SIMT. Torch-free: CUDA runtime and the registry only.
 //
-// Exit codes: 0 pass, 1 fail, 77 skipped (no CUDA device).
+// Each case has an id, dtype/D/T/score mod (bf16/64/37/alibi), printed on its line; its inputs are
+// seeded from that id, so `attention_cuda_test --case ID` (a substring: --case bf16/128/ runs every
+// bf16 D = 128 case) reruns it alone with the same numbers, e.g. under compute-sanitizer. The first
+// cases are bf16 ones that isolate what the host emulation of the tensor-core kernels cannot check
+// (tc_first_contact below); a failing one prints what it points at.
+//
+// Exit codes: 0 pass, 1 fail, 2 bad arguments (or no case matches --case), 77 skipped (no CUDA
+// device).
 #include "tests/cuda/relative_error.h"
 #include "tests/cuda/fire_table.h"
 #include <cuda_runtime.h>
@@ -40,6 +47,13 @@ constexpr int kBatch = 2;  // B and H of the short cases; the T = 4096 case runs
 constexpr int kHeads = 3;  // (and the per-head arrays below hold kHeads entries either way)
 constexpr int kLongSeqLen = 4096;
 constexpr int kFireGrid = 33;  // G of the FIRE case
+
+// A seed from a case id (FNV-1a), so that a case's random inputs do not depend on which cases ran.
+uint32_t seed_of(const std::string& id) {
+  uint32_t h = 2166136261u;
+  for (const char ch : id) h = (h ^ static_cast<unsigned char>(ch)) * 16777619u;
+  return h;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Host-side bf16 (round to nearest even), so the test needs no cuda_bf16 host code.
@@ -419,8 +433,9 @@ void attach_tables(const ModCase& c, const Problem& p, const HeadConstants& k, s
 
 // One case against the float64 reference: prints its line, returns whether every output is within
 // `tolerance` (max |err| / max |ref|) and counts its checks.
-bool check_case(const ModCase& c, const Problem& p, const HeadConstants& constants, std::mt19937& rng,
-                double tolerance, int& checks) {
+bool check_case(const ModCase& c, const Problem& p, const HeadConstants& constants, const std::string& id,
+                double tolerance, int& checks, std::vector<std::string>* failed = nullptr) {
+  std::mt19937 rng(seed_of(id + "/tables"));
   CaseMods m;
   attach_tables(c, p, constants, rng, m);
   const Result want = reference(p.q, p.k, p.v, p.d_o, m.host, p.batch, p.heads, p.seq_len, p.head_dim);
@@ -455,53 +470,112 @@ bool check_case(const ModCase& c, const Problem& p, const HeadConstants& constan
     ++checks;
     const bool pass = check.error <= tolerance;
     ok = ok && pass;
+    if (!pass && failed) failed->push_back(check.name);
     char text[64];
     std::snprintf(text, sizeof(text), " %s=%.2e%s", check.name, check.error, pass ? "" : "!");
     line += text;
   }
-  std::printf("%-4s %-5s D=%-3d T=%-4d %-26s%s\n", ok ? "ok" : "FAIL", p.dtype == DType::kBFloat16 ? "bf16" : "fp32",
-              p.head_dim, p.seq_len, c.name.c_str(), line.c_str());
+  std::printf("%-4s %-34s%s\n", ok ? "ok" : "FAIL", id.c_str(), line.c_str());
+  std::fflush(stdout);  // a kernel fault after this line still leaves it in the log
   return ok;
 }
 
-// Every case of one element type; returns the failing cases.
-int check_dtype(DType dtype, const HeadConstants& constants, std::mt19937& rng, int& checks) {
-  const bool bf16 = dtype == DType::kBFloat16;
-  // Tolerances, as max |err| / max |ref| against float64 on the same (already rounded) inputs.
-  // fp32: fp32 accumulation over ≤ 200 terms and fp32 exp/log, ~1e-6; 1e-4 leaves room.
-  // bf16: bf16 has an 8-bit significand, unit roundoff u = 2^-9 ≈ 2e-3. Beyond the inputs
-  // (exact here), the kernels round o, dq, dk, dv to bf16 on output (≤ u each) and, on the
-  // tensor-core path, P to bf16 for P·V and dV += Pᵀ·dO and dS to bf16 for dK and dQ, as
-  // FlashAttention-2 does (≤ u per element, mostly averaging out over a row). Those are a few u
-  // together, ≤ ~1e-2 in the worst case where they add up (the host emulation of the
-  // tensor-core kernels, mma_layout_test.cpp, sees ≤ 8.6e-3); lse, dhead_scale and dbias are
-  // accumulated in fp32. 2e-2 (10 u) holds that with margin, while a wrong layout, tile or mask
-  // gives errors of order one. The same bound covers the SIMT path (fp32 P and dS).
-  const double tolerance = bf16 ? 2e-2 : 1e-4;
+// A case's id: dtype/D/T/score mod.
+std::string case_id(DType dtype, int head_dim, int seq_len, const std::string& name) {
+  return std::string(dtype == DType::kBFloat16 ? "bf16" : "fp32") + "/" + std::to_string(head_dim) + "/" +
+         std::to_string(seq_len) + "/" + name;
+}
+
+// Tolerances, as max |err| / max |ref| against float64 on the same (already rounded) inputs.
+// fp32: fp32 accumulation over ≤ 200 terms and fp32 exp/log, ~1e-6; 1e-4 leaves room.
+// bf16: bf16 has an 8-bit significand, unit roundoff u = 2^-9 ≈ 2e-3. Beyond the inputs
+// (exact here), the kernels round o, dq, dk, dv to bf16 on output (≤ u each) and, on the
+// tensor-core path, P to bf16 for P·V and dV += Pᵀ·dO and dS to bf16 for dK and dQ, as
+// FlashAttention-2 does (≤ u per element, mostly averaging out over a row). Those are a few u
+// together, ≤ ~1e-2 in the worst case where they add up (the host emulation of the
+// tensor-core kernels, mma_layout_test.cpp, sees ≤ 8.6e-3); lse, dhead_scale and dbias are
+// accumulated in fp32. 2e-2 (10 u) holds that with margin, while a wrong layout, tile or mask
+// gives errors of order one. The same bound covers the SIMT path (fp32 P and dS).
+double tolerance_of(DType dtype) { return dtype == DType::kBFloat16 ? 2e-2 : 1e-4; }
+
+// q, k, v, dO of one (dtype, D, T), seeded from those alone: a case run alone (--case) sees the
+// inputs it sees in the full run. T = 4096: B = H = 1 (the reference is O(T²·D) in float64).
+Problem make_problem(DType dtype, int head_dim, int seq_len) {
+  const bool bf16 = dtype == DType::kBFloat16, long_case = seq_len == kLongSeqLen;
+  Problem p{dtype, long_case ? 1 : kBatch, long_case ? 1 : kHeads, seq_len, head_dim, {}, {}, {}, {}};
+  std::mt19937 rng(seed_of(case_id(dtype, head_dim, seq_len, "inputs")));
   std::normal_distribution<double> normal(0.0, 1.0);
+  const size_t elems = static_cast<size_t>(p.batch) * p.heads * seq_len * head_dim;
+  for (std::vector<double>* x : {&p.q, &p.k, &p.v, &p.d_o}) {
+    x->resize(elems);
+    for (double& value : *x) {
+      const float f = static_cast<float>(normal(rng));
+      value = bf16 ? bf16_to_float(float_to_bf16(f)) : f;
+    }
+  }
+  return p;
+}
+
+// What a failing first-contact case points at, from its T and the outputs that failed.
+const char* tc_suspect(int seq_len, const std::vector<std::string>& failed) {
+  const auto has = [&](const char* name) { return std::find(failed.begin(), failed.end(), name) != failed.end(); };
+  if (seq_len == 64) {
+    if (has("lse")) return "S = Q·Kᵀ in one full tile: mma.sync's operand order, or ldmatrix of Q/K";
+    if (has("o")) return "O += P·V (lse is right): ldmatrix.trans of V, or P re-packed into A fragments";
+    return "the backward's MMAs (dV += Pᵀ·dO, dK += dSᵀ·Q, dQ = dS·K), its ldmatrix.trans or dSᵀ through shared memory";
+  }
+  if (seq_len == 40) return "a ragged single tile (the full tile passes?): cp.async zero-fill of rows ≥ T, or the mask";
+  if (seq_len == 128) return "two full tiles: the cp.async double buffer (commit/wait_group, barriers) or an off-diagonal tile";
+  return "a ragged tile after a full one: zero-fill of the second buffer, or the last tile's range";
+}
+
+// The first bf16 cases, plain attention (score mod "none"), each adding one thing the host
+// emulation of the tensor-core kernels could not check: T = 64 one full tile (the inline PTX
+// operands, ldmatrix, .trans), T = 40 one ragged tile (cp.async zero-fill), T = 128 two full tiles
+// (the cp.async pipeline), T = 100 a ragged tile after a full one; D = 64 and 128. Returns the
+// failing cases.
+int tc_first_contact(const HeadConstants& constants, const std::string& filter, int& checks, int& matched) {
+  int failures = 0;
+  for (const int head_dim : {64, 128})
+    for (const int seq_len : {64, 40, 128, 100}) {
+      for (const ModCase& c : mod_cases(head_dim, seq_len)) {
+        if (c.name != "none") continue;
+        const std::string id = case_id(DType::kBFloat16, head_dim, seq_len, "none");
+        if (id.find(filter) == std::string::npos) continue;
+        ++matched;
+        std::vector<std::string> failed;
+        const Problem p = make_problem(DType::kBFloat16, head_dim, seq_len);
+        if (check_case(c, p, constants, id, tolerance_of(DType::kBFloat16), checks, &failed)) continue;
+        ++failures;
+        std::printf("     suspect: %s\n", tc_suspect(seq_len, failed));
+      }
+    }
+  return failures;
+}
+
+// Every case of one element type whose id contains `filter`; returns the failing cases.
+int check_dtype(DType dtype, const HeadConstants& constants, const std::string& filter, int& checks, int& matched) {
   int failures = 0;
   for (const int head_dim : {64, 128}) {
     std::vector<int> seq_lens = {1, 37, 200};
-    if (bf16) seq_lens.push_back(kLongSeqLen);
+    if (dtype == DType::kBFloat16) seq_lens.push_back(kLongSeqLen);
     for (const int seq_len : seq_lens) {
-      // T = 4096: B = H = 1 (the reference is O(T²·D) in float64, a few seconds per score mod).
-      const bool long_case = seq_len == kLongSeqLen;
-      Problem p{dtype, long_case ? 1 : kBatch, long_case ? 1 : kHeads, seq_len, head_dim, {}, {}, {}, {}};
-      const size_t elems = static_cast<size_t>(p.batch) * p.heads * seq_len * head_dim;
-      for (std::vector<double>* x : {&p.q, &p.k, &p.v, &p.d_o}) {
-        x->resize(elems);
-        for (double& value : *x) {
-          const float f = static_cast<float>(normal(rng));
-          value = bf16 ? bf16_to_float(float_to_bf16(f)) : f;
-        }
-      }
+      Problem p;
+      bool made = false;
       for (const ModCase& c : mod_cases(head_dim, seq_len)) {
         // At T = 4096: no transform, the learned bias (KERPLE), FIRE (many tiles of its ψ tables)
         // and everything at once, which between them reach every term of the logit and every
         // gradient output.
-        if (long_case && !(c.name == "none" || c.name == "kerple-log" || c.fire || (c.head_scale && c.alibi)))
+        if (seq_len == kLongSeqLen && !(c.name == "none" || c.name == "kerple-log" || c.fire || (c.head_scale && c.alibi)))
           continue;
-        if (!check_case(c, p, constants, rng, tolerance, checks)) ++failures;
+        const std::string id = case_id(dtype, head_dim, seq_len, c.name);
+        if (id.find(filter) == std::string::npos) continue;
+        ++matched;
+        if (!made) {
+          p = make_problem(dtype, head_dim, seq_len);
+          made = true;
+        }
+        if (!check_case(c, p, constants, id, tolerance_of(dtype), checks)) ++failures;
       }
     }
   }
@@ -510,7 +584,17 @@ int check_dtype(DType dtype, const HeadConstants& constants, std::mt19937& rng, 
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::string filter;  // --case SUBSTRING of a case id; empty: every case
+  for (int a = 1; a < argc; ++a) {
+    const std::string arg = argv[a];
+    if (arg == "--case" && a + 1 < argc) filter = argv[++a];
+    else if (arg.rfind("--case=", 0) == 0) filter = arg.substr(7);
+    else {
+      std::fprintf(stderr, "usage: %s [--case ID-SUBSTRING]   (ids: dtype/D/T/score-mod, e.g. bf16/64/37/alibi)\n", argv[0]);
+      return 2;
+    }
+  }
   if (!device_available()) {
     std::printf("SKIPPED: no CUDA device\n");
     return kSkipped;
@@ -521,10 +605,15 @@ int main() {
   }
   print_dispatch();
   const HeadConstants constants;
-  std::mt19937 rng(1234);
-  int failures = 0, checks = 0;
-  for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) failures += check_dtype(dtype, constants, rng, checks);
-  std::printf("%s: %d check(s), %d failing case(s); tolerances fp32 1e-4, bf16 2e-2 (max |err| / max |ref|)\n",
-              failures ? "FAILED" : "PASSED", checks, failures);
+  int failures = 0, checks = 0, matched = 0;
+  failures += tc_first_contact(constants, filter, checks, matched);
+  for (const DType dtype : {DType::kFloat32, DType::kBFloat16})
+    failures += check_dtype(dtype, constants, filter, checks, matched);
+  if (matched == 0) {
+    std::printf("no case id contains '%s' (ids: dtype/D/T/score-mod, e.g. bf16/64/37/alibi)\n", filter.c_str());
+    return 2;
+  }
+  std::printf("%s: %d case(s), %d check(s), %d failing case(s); tolerances fp32 1e-4, bf16 2e-2 (max |err| / max |ref|)\n",
+              failures ? "FAILED" : "PASSED", matched, checks, failures);
   return failures ? 1 : 0;
 }
