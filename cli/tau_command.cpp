@@ -49,17 +49,18 @@ const char* kUsage =
     "  arm against arm; the false-alarm rate per context with its Clopper–Pearson interval.\n\n"
     "usage: harness tau law SWEEP|RUNS_DIR | --curves FILE [--level 0.9] [--replicates 4000] [--out DIR]\n"
     "  How the best τ moves with the training context L: runs on a τ grid at several L with 2 or more\n"
-    "  seeds (sweeps/tau-law.yaml). Per L and validation context, τ* is the vertex of the parabola in\n"
-    "  ln τ through the grid's best τ and its two neighbours; its interval a bootstrap over seeds (whole\n"
-    "  per-seed curves: seeds are paired across τ), over all replicates, a replicate whose τ* is not\n"
-    "  located (best τ at the grid's end) kept at its bound, so an interval may be open (≤, ≥); the\n"
-    "  slope k of ln τ* on ln L with its interval likewise, said in the words the interval allows; the\n"
-    "  breakdown τ where the 16L loss rises 0.1 above the 1L loss. Each loss is the run's /analysis\n"
-    "  (`harness analyse`, e.g. --tokens N) where it has one, else its last validation; the counts are\n"
-    "  printed. With fewer than 6 seeds the intervals are too narrow (said). A τ not yet done at every\n"
-    "  seed of its L is left out, and said so. --curves: the per-seed losses from a tau-law-curves.csv\n"
-    "  instead of runs. --out: also tau-law.md, tau-law.csv, tau-law-curves.csv (L, factor, tau, seed,\n"
-    "  loss, source) and the figures (tau_law_star, tau_law_loss_<k>L; CSV beside each).";
+    "  seeds (sweeps/tau-law.yaml). Per L and validation context, τ* is the vertex of the quadratic in\n"
+    "  ln τ through the grid's best τ and the points within an octave of it (its neighbours on a 2×\n"
+    "  grid); its interval a bootstrap over seeds (whole per-seed curves: seeds are paired across τ),\n"
+    "  over all replicates, one whose τ* is not located (best τ at the grid's end, a quadratic opening\n"
+    "  downward) kept at its bound, so an interval may be open (≤, ≥); the slope k of ln τ* on ln L\n"
+    "  with its interval likewise, said in the words the interval allows; the breakdown τ where the\n"
+    "  16L loss rises 0.1 above the 1L loss. Each loss is the run's /analysis (`harness analyse`, e.g.\n"
+    "  --tokens N) where it has one, else its last validation; the counts are printed. With fewer\n"
+    "  than 6 seeds the intervals are too narrow (said). A τ not yet done at every seed of its L is\n"
+    "  left out, and said so. --curves: the per-seed losses from a tau-law-curves.csv instead of runs.\n"
+    "  --out: also tau-law.md, tau-law.csv, tau-law-curves.csv (L, factor, tau, seed, loss, source)\n"
+    "  and the figures (tau_law_star, tau_law_loss_<k>L; CSV beside each).";
 
 template <class T>
 std::vector<T> parse_list(const std::string& flag, const std::string& text) {

@@ -8,13 +8,14 @@
 // at L/8. The true τ* follows τ*/L = 1/128·(L/64)^0.25: k = 1.25, each τ* 1.2 octaves or more below
 // its wall. Seeds share an offset across τ (half the variance of the quietest τ), as trained seeds do.
 //
-// Measured coverage of k (500 studies, 200 replicates each; 4000 in the command): 0.84 at 3 seeds,
-// 0.85 at 4, 0.89 at 6, 0.87 at 8, 0.86 at 12 — short of 0.90 by about what a percentile interval
-// from n resampled seeds lacks (Student's t with n − 1 degrees of freedom). Per L, τ*'s interval
-// covers 0.75–0.89 at 6 seeds: at L = 512, where the noise is least, the 3-point vertex's bias from
-// the curve's shape on a 2× grid (+0.017 in ln τ) is half its spread. The old estimator (a residual
-// variance pooled over τ, the 5-point fit, censored replicates dropped) covered k in 100% of the
-// studies, its intervals unbounded in 96%: this test fails with it.
+// Measured coverage of k (3 streams of 500 studies, 400 replicates each; 4000 in the command):
+// 0.79–0.83 at 3 seeds, 0.84–0.87 at 4, 0.86–0.89 at 6, 8 and 12 — short of 0.90 by about what a
+// percentile interval from n resampled seeds lacks (Student's t with n − 1 degrees of freedom), so
+// with 3 seeds the intervals are too narrow (and the command says so). Per L, τ*'s interval covers
+// 0.72–0.89 at 6 seeds: at L = 512, where the noise is least, the 3-point vertex's bias from the
+// curve's shape on a 2× grid (+0.017 in ln τ) is half its spread. Pooling the residual variance over
+// τ (the old parametric bootstrap) covers k in 100% of the studies, its intervals open in 96%; the
+// old 5-point fit covers τ* at L = 256 and 512 in 8% and 1%: this test fails with either.
 #include <gtest/gtest.h>
 
 #include <cmath>
