@@ -163,6 +163,10 @@ TEST(TauLaw, ACensoredTauStarBoundsTheSlopeOnTheSideItsLSets) {
   // Beyond the grid's top at the largest L: the same side; at the smallest L above it: the other.
   EXPECT_EQ(analysis::slope_bounds(x, {-1.0, -0.2, 0.9, 1.5}, {-1.0, -0.2, 0.9, INFINITY}).second, INFINITY);
   EXPECT_EQ(analysis::slope_bounds(x, {-1.0, -0.2, 0.9, 1.5}, {INFINITY, -0.2, 0.9, 1.5}).first, -INFINITY);
+  // Two L: k = (y₁ − y₀)/(x₁ − x₀); τ* ≤ e^0.5 at the smaller L gives k ≥ (1.2 − 0.5)/ln 2.
+  const auto two = analysis::slope_bounds({std::log(64.0), std::log(128.0)}, {-INFINITY, 1.2}, {0.5, 1.2});
+  EXPECT_NEAR(two.first, 0.7 / std::log(2.0), 1e-12);
+  EXPECT_EQ(two.second, INFINITY);
   // The middle of three L does not move the slope, censored or not.
   const std::vector<double> x3 = {std::log(64.0), std::log(128.0), std::log(256.0)};
   const auto middle = analysis::slope_bounds(x3, {0.0, -INFINITY, 1.0}, {0.0, INFINITY, 1.0});
@@ -232,7 +236,18 @@ TEST(TauLaw, TheLawIsSaidInTheWordsItsIntervalAllows) {
   law.slopes = {slope(1.5, 1.2, 2.0), slope(1.4, 0.9, INFINITY), slope(0.5, -INFINITY, 2.0), slope(0.5, 0.2, 0.8),
                 slope(-0.5, -INFINITY, -0.1)};
   law.slopes[1].censored = {0.31, 0, 0.12, 0, 0.43};
+  analysis::TauLawSlope unlocated = slope(NAN, 2.04, INFINITY);
+  unlocated.at_least = 2.04, unlocated.at_most = INFINITY, unlocated.note = "τ* not located at L = 128";
+  law.slopes.push_back(unlocated);
+  analysis::TauLawRow row{128, 16, 0.125, {}};
+  row.tau_star.value = NAN, row.tau_star.at_least = 0, row.tau_star.at_most = 0.25, row.tau_star.lo = 0;
+  row.tau_star.hi = 1.22, row.tau_star.censored = {0.3, 0, 0, 0.01, 0.31}, row.tau_star.note = "the best τ is the grid's smallest";
+  law.rows.push_back(row);
   const std::string text = analysis::format_tau_law(law);
+  EXPECT_NE(text.find("| 128 | 16L | 0.125 | < 0.25 (the best τ is the grid's smallest) | ≤ 1.22 (lower end not bounded "
+                      "by the grid) | 31% (low edge 30%, vertex outside 1%) |"), std::string::npos) << text;
+  EXPECT_NE(text.find("k not located (τ* not located at L = 128; between 2.04 and ∞); 90% interval k ≥ 2.04, upper end "
+                      "not bounded by this grid — τ* grows faster than L (k = 1 excluded)"), std::string::npos) << text;
   EXPECT_NE(text.find("k = 1.50; 90% interval [1.20, 2.00] — τ* grows faster than L (k = 1 excluded)"), std::string::npos) << text;
   EXPECT_NE(text.find("k = 1.40; 90% interval k ≥ 0.90, upper end not bounded by this grid — τ* grows with L (k = 0 "
                       "excluded); k = 1 is not excluded. τ* not located at some L in 43% of replicates (best τ at the "
