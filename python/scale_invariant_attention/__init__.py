@@ -106,9 +106,16 @@ def _backward(ctx, grad_out, grad_lse):
         grad_out = torch.zeros_like(out)
     dq, dk, dv, dhead, dlearned = _ops.attention_backward(grad_out, grad_lse, q, k, v, out, lse, *ctx.method,
                                                           head_scale, learned)
-    # One gradient per input: None for the non-tensors (lists of names and values included), a
-    # list for the list of tensors.
-    return dq, dk, dv, None, None, None, None, dhead if ctx.has_head_scale else None, list(dlearned)
+    # One gradient per input, in the inputs' pytree structure: None for a non-tensor (a non-empty
+    # list of names or values is one leaf), [] for an empty list (a node with no leaves: what a call
+    # with no numeric parameter passes), a list for the list of tensors.
+    names, values = ctx.method[2], ctx.method[3]
+    return (dq, dk, dv, None, None, _no_gradient(names), _no_gradient(values),
+            dhead if ctx.has_head_scale else None, list(dlearned))
+
+
+def _no_gradient(argument):
+    return [] if isinstance(argument, list) and not argument else None
 
 
 torch.library.register_autograd("scale_invariant::attention_with_lse", _backward, setup_context=_setup_context)

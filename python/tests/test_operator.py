@@ -207,6 +207,21 @@ def test_float32_is_within_float32_rounding_of_the_reference(method):
     torch.testing.assert_close(out.double(), ref, rtol=1e-4, atol=2e-5)
 
 
+@pytest.mark.parametrize("method", sorted(PRESETS))
+def test_a_call_with_defaults_only_backpropagates(method):
+    """As a newcomer calls it: no numeric parameter, no train_context, no head_scale or learned
+    parameters; then backward. The gradients against the reference at the defaults (L = T)."""
+    (q, k, v), _, _ = inputs(method, T=24)
+    out = sia.attention(q, k, v, method)
+    ref, _ = reference(q, k, v, method, 24, {}, None, initial_learned(method, q.shape[1]))
+    torch.testing.assert_close(out, ref, rtol=1e-9, atol=1e-10)
+    w = torch.randn_like(out)
+    (out * w).sum().backward()
+    ref_grads = torch.autograd.grad((ref * w).sum(), [q, k, v])
+    for g, r in zip((q.grad, k.grad, v.grad), ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-8, atol=1e-9)
+
+
 def test_defaults_are_the_papers():
     (q, k, v), _, _ = inputs("si+p-rope", T=24, grad=False)
     ref, _ = reference(q, k, v, "si+p-rope", 24, {})
@@ -284,9 +299,14 @@ def test_bad_arguments_raise_value_errors_that_say_what_is_allowed(kwargs, messa
         sia.attention(q, q, q, **kwargs)
 
 
-def test_the_docs_example_runs():
+@pytest.mark.parametrize("parameters", ["as written", "none"])
+def test_the_docs_example_runs(parameters):
+    """The example trains (backward) and evaluates; also with its numeric parameters left out."""
     text = (REPO / "docs" / "pytorch-operator.md").read_text()
     example = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    if parameters == "none":
+        example, n = re.subn(r'sia\.attention\(q, k, v, "si\+p-rope", [^\n]*\)', 'sia.attention(q, k, v, "si+p-rope")', example)
+        assert n == 1, "the example's operator call changed: update this test"
     exec(compile(example, "docs/pytorch-operator.md", "exec"), {})
 
 
