@@ -1,5 +1,5 @@
 // `harness tau check`: argument parsing and printing; the sweep is sweeps/tau_check.h, the verdict
-// analysis/tau_verdict.h, the running sweeps/runner.h, the table and figure analysis/export_*.h.
+// analysis/tau/verdict.h, the running sweeps/runner.h, the table and figure analysis/export_*.h.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -10,11 +10,11 @@
 
 #include "analysis/export/export_table.h"
 #include "analysis/run_set.h"
-#include "analysis/tau_calibration.h"
-#include "analysis/tau_figure.h"
-#include "analysis/tau_law.h"
-#include "analysis/tau_law_figure.h"
-#include "analysis/tau_verdict.h"
+#include "analysis/tau/calibration.h"
+#include "analysis/tau/check_figure.h"
+#include "analysis/tau/law.h"
+#include "analysis/tau/law_figure.h"
+#include "analysis/tau/verdict.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "harness/common/atomic_file.h"

@@ -1,7 +1,7 @@
 // `harness tau check`: the paper's advice — check that τ is close to the best τ in your setting —
 // as an ordinary sweep: the config's τ times each factor, × seeds, written to
 // <run.out_dir>/tau-check-<run id>/tau-check.yaml, so it runs, resumes, skips done runs and goes to
-// Slurm (`harness sweep submit`) like every other sweep. The verdict is analysis/tau_verdict.h.
+// Slurm (`harness sweep submit`) like every other sweep. The verdict is analysis/tau/verdict.h.
 #pragma once
 
 #include <cstdint>

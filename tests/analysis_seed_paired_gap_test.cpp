@@ -149,7 +149,7 @@ TEST(SeedPairedGap, IntervalCoversTheTrueGapAtItsLevel) {
   EXPECT_LT(documents.windows_only, 0.85) << "windows only, document-dominated";
 }
 
-#include "analysis/tau_calibration.h"
+#include "analysis/tau/calibration.h"
 
 TEST(TauCalibration, ClopperPearsonAtTheEndsHasAClosedForm) {
   // 0 of n: [0, 1 − (α/2)^(1/n)]; n of n: [(α/2)^(1/n), 1].

@@ -22,7 +22,7 @@
 #include <random>
 #include <vector>
 
-#include "analysis/tau_law.h"
+#include "analysis/tau/law.h"
 
 namespace {
 

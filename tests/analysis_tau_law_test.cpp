@@ -1,4 +1,4 @@
-// The law of the best τ (analysis/tau_law.h): the 3-point fit, the breakdown and the slope's bounds
+// The law of the best τ (analysis/tau/law.h): the 3-point fit, the breakdown and the slope's bounds
 // against numbers worked by hand or by brute force, the seed bootstrap against its exact discrete
 // distribution, censored replicates kept at their bounds, the words of the law, and the curves read
 // back from run files (/analysis before /eval) and from the CSV `tau law` writes. Coverage on studies
@@ -15,8 +15,8 @@
 #include <random>
 
 #include "analysis/run_set.h"
-#include "analysis/tau_law.h"
-#include "analysis/tau_law_figure.h"
+#include "analysis/tau/law.h"
+#include "analysis/tau/law_figure.h"
 #include "harness/common/errors.h"
 #include "harness/config/schema.h"
 #include "results/run_file.h"

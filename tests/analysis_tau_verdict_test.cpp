@@ -1,4 +1,4 @@
-// The verdict of `harness tau check` (analysis/tau_verdict.h) on hand-made grids whose gaps and
+// The verdict of `harness tau check` (analysis/tau/verdict.h) on hand-made grids whose gaps and
 // noise are known: each class of verdict, the best τ at the end of the grid, one seed, and the
 // simultaneous level. (The interval itself: analysis_seed_paired_gap_test.cpp.)
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "analysis/tau_verdict.h"
+#include "analysis/tau/verdict.h"
 #include "harness/common/errors.h"
 
 using analysis::TauClass;

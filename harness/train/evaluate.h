@@ -26,7 +26,7 @@ struct EvalResult {
   std::string window_fingerprint;     // data::window_fingerprint of the windows
   std::vector<int64_t> window_document;  // (N,) each window's document: 0, 1, … in the order the
                                          // windows' documents first appear (windows of one
-                                         // document are not independent: tau_verdict.h)
+                                         // document are not independent: analysis/tau/verdict.h)
   std::vector<double> position_loss;  // mean nats/token per equal-width bucket of positions
   std::vector<double> score_std;      // per layer, pooled over the sampled scores of all batches
   results::DatasetGroup attention;    // (layers, heads, …) arrays; empty when not asked for

@@ -1,7 +1,7 @@
-// The law of the best τ against L: what tau_law.h says, in that order (the fits, the seed
-// bootstrap, the slope with its bounds). The text and the CSV are in tau_law_format.cpp, the
-// curves from runs or a CSV in tau_law_curves.cpp.
-#include "analysis/tau_law.h"
+// The law of the best τ against L: what law.h says, in that order (the fits, the seed
+// bootstrap, the slope with its bounds). The text and the CSV are in law_format.cpp, the
+// curves from runs or a CSV in law_curves.cpp.
+#include "analysis/tau/law.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -235,7 +235,7 @@ TauStarFit fit_tau_star(const std::vector<double>& tau, const std::vector<double
   }
   // The argmin and the grid points within an octave of it, its two neighbours in any case: points
   // further out lie on the flattening or on the breakdown wall, where a quadratic no longer holds,
-  // and drag the vertex (tau_law.h).
+  // and drag the vertex (law.h).
   auto u = [&](size_t k) { return std::log(tau[k]) - std::log(tau[b]); };
   const double reach = std::log(2.0) * (1 + 1e-9);
   fit.first = b - 1;

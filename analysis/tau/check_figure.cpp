@@ -1,4 +1,4 @@
-#include "analysis/tau_figure.h"
+#include "analysis/tau/check_figure.h"
 
 #include <fmt/format.h>
 

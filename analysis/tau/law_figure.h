@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "analysis/export/figure_writer.h"
-#include "analysis/tau_law.h"
+#include "analysis/tau/law.h"
 
 namespace analysis {
 

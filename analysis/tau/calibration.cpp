@@ -1,11 +1,11 @@
-#include "analysis/tau_calibration.h"
+#include "analysis/tau/calibration.h"
 
 #include <boost/math/distributions/binomial.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "analysis/tau_verdict.h"
+#include "analysis/tau/verdict.h"
 #include "harness/common/errors.h"
 
 namespace analysis {

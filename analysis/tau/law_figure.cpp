@@ -1,4 +1,4 @@
-#include "analysis/tau_law_figure.h"
+#include "analysis/tau/law_figure.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// The curves the law of the best τ is fitted to (analysis/tau_law.h): from run files, each loss
+// The curves the law of the best τ is fitted to (analysis/tau/law.h): from run files, each loss
 // from /analysis where `harness analyse` wrote it, else /eval; or from the CSV `tau law` writes.
 // Both go through one table and one set of rules about what is complete enough to keep.
 #include <fmt/format.h>
@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "analysis/tau_law.h"
+#include "analysis/tau/law.h"
 #include "attention/parameters.h"
 #include "harness/common/errors.h"
 

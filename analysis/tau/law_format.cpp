@@ -1,4 +1,4 @@
-// The law of the best τ in words and as CSV (analysis/tau_law.h): each interval printed as what it
+// The law of the best τ in words and as CSV (analysis/tau/law.h): each interval printed as what it
 // is — over all bootstrap replicates, censored ones at their bounds — and the law said by rule,
 // never stronger than its interval.
 #include <fmt/format.h>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/tau_law.h"
+#include "analysis/tau/law.h"
 
 namespace analysis {
 namespace {

@@ -1,4 +1,4 @@
-#include "analysis/tau_verdict.h"
+#include "analysis/tau/verdict.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "analysis/export/figure_writer.h"
-#include "analysis/tau_verdict.h"
+#include "analysis/tau/verdict.h"
 
 namespace analysis {
 
