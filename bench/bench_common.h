@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/options.h"
+#include "harness/config/overrides.h"
 #include "harness/config/engine_options.h"
 #include "harness/config/run_config.h"
 #include "harness/data/token_shard.h"
@@ -38,7 +38,9 @@ struct ConfiguredModel {
 inline ConfiguredModel configured_model(const std::string& path, const std::vector<std::string>& overrides,
                                         int threads) {
   ConfiguredModel m;
-  m.loaded = harness::cli::load_config_with_overrides(path, overrides);
+  m.loaded = harness::config::load_run_config_with_overrides(path, overrides);
+  for (const auto& note : harness::config::unread_key_notes(m.loaded.config, harness::config::override_keys(overrides)))
+    fmt::print(stderr, "note: {}\n", note);
   torch::set_num_threads(threads);
   torch::manual_seed(m.loaded.config.train.seed);
   m.vocab = vocab_size(m.loaded.config);

@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "bench/bench_common.h"
-#include "cli/options.h"
 #include "harness/config/engine_options.h"
 #include "harness/train/evaluate.h"
 #include "models/gpt.h"

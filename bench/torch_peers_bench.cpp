@@ -77,7 +77,9 @@ int run(int argc, char** argv) {
   torch::set_num_threads(threads);
   const auto numbers = [](const std::string& list) {
     std::vector<int64_t> out;
-    for (const auto& item : harness::cli::split_commas({list})) out.push_back(std::stoll(item));
+    std::istringstream items(list);
+    for (std::string item; std::getline(items, item, ',');)
+      if (!item.empty()) out.push_back(std::stoll(item));
     return out;
   };
   for (const int64_t D : numbers(head_dims)) {

@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "bench/bench_common.h"
-#include "cli/options.h"
 #include "harness/config/engine_options.h"
 #include "harness/train/device_memory.h"
 #include "models/gpt.h"

@@ -70,35 +70,13 @@ std::vector<std::string> split_commas(const std::vector<std::string>& items) {
 
 config::LoadedConfig load_config_with_overrides(const std::string& path,
                                                 const std::vector<std::string>& overrides) {
-  config::LoadedConfig loaded = config::load_run_config(path);
-  if (overrides.empty()) return loaded;
-  for (const auto& item : overrides) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0)
-      throw InputError(fmt::format("--set {}: expected key=value, e.g. --set attention.tau=L/400", item));
-    const config::Location at{"--set " + item, 0, 0};
-    YAML::Node value;
-    try {
-      value = YAML::Load(item.substr(eq + 1));
-    } catch (const YAML::Exception& e) {
-      throw InputError(fmt::format("{}: cannot parse the value: {}", at.str(), e.msg));
-    }
-    config::apply_override(loaded, item.substr(0, eq), value, at);
-  }
-  std::map<std::string, std::string> what;
-  for (const auto& item : overrides) what[item.substr(0, item.find('='))] = "--set " + item;
-  loaded.text += "\n# command-line overrides\n";
-  for (const auto& item : overrides) loaded.text += fmt::format("# --set {}\n", item);
-  config::resolve_and_validate(loaded);
-  note_unread_keys(loaded.config, what);
+  config::LoadedConfig loaded = config::load_run_config_with_overrides(path, overrides);
+  note_unread_keys(loaded.config, config::override_keys(overrides));
   return loaded;
 }
 
 void note_unread_keys(const config::RunConfig& config, const std::map<std::string, std::string>& what) {
-  for (const auto& [key, given] : what)
-    if (const auto* spec = config::find_key(key); spec && !spec->is_read(config))
-      fmt::print(stderr, "note: {}: ignored: a run with this config does not read {} (not part of its id)\n",
-                 given, key);
+  for (const auto& note : config::unread_key_notes(config, what)) fmt::print(stderr, "note: {}\n", note);
 }
 
 int launch_ranks(const config::LoadedConfig& loaded, const std::vector<std::string>& rank_args, int nproc) {

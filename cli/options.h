@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "harness/config/overrides.h"
 #include "harness/config/schema.h"
 
 namespace harness::cli {
@@ -27,7 +28,7 @@ bool parse(const std::string& usage, const Args& args, po::options_description& 
 // options declared composing, as --rows and --contexts, may be repeated); empty items dropped.
 std::vector<std::string> split_commas(const std::vector<std::string>& items);
 
-// Loads a run config and applies each "key=value" override (value parsed as YAML).
+// config::load_run_config_with_overrides, then a note on stderr for each override the run does not read.
 config::LoadedConfig load_config_with_overrides(const std::string& path,
                                                 const std::vector<std::string>& overrides);
 
