@@ -70,7 +70,7 @@ DRY=0; [[ $MODE == dry ]] && DRY=1
 # name budget_s: the stages in the order they run; their budgets sum to at most TOTAL_BUDGET_S
 # (checked by --dry-run). A stage's commands run within what its budget leaves, cut to the call's.
 STAGES=(
-  "env 10" "kernels-build 45" "kernel-test 75" "binding-build 20" "binding 50" "harness-build 95"
+  "env 15" "kernels-build 45" "kernel-test 70" "binding-build 20" "binding 50" "harness-build 95"
   "agreement 40" "sync-check 35" "bench-162m 40" "train-resume 55" "operator 15"
 )
 TOTAL_BUDGET_S=480
@@ -156,8 +156,11 @@ record_environment() {
   local site; site=$(dirname "$TORCH_DIR")
   echo "nccl.h: $(ls "$site"/nvidia/*/include/nccl.h "$CUDA_HOME"/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h 2>/dev/null | tr '\n' ' ')"
   echo "libnccl: $(ls "$site"/nvidia/*/lib/libnccl.so* "$CUDA_HOME"/lib64/libnccl.so* 2>/dev/null | tr '\n' ' ')"
-  echo "cuobjdump: $(on_path_or cuobjdump "$CUDA_HOME/bin/cuobjdump")"
-  echo "compute-sanitizer: $(on_path_or compute-sanitizer "$CUDA_HOME/bin/compute-sanitizer")"
+  local tool path
+  for tool in cuobjdump compute-sanitizer; do
+    path=$(on_path_or "$tool" "$CUDA_HOME/bin/$tool")
+    echo "$tool: $([[ -x $path ]] && echo "$path" || echo absent)"
+  done
 }
 
 stage_env() {
@@ -367,7 +370,8 @@ stage_sync_check() {
       --set eval.contexts=[L] --run-dir "$BUILD/runs/sync-$method" --no-progress || failed+=" $method"
   done
   ((DRY)) || grep -q "HARNESS_CUDA_SYNC_CHECK" "$OUT_DIR/sync-check.log" || failed+=" (the check never said it was on)"
-  [[ -z $failed ]] && verdict PASS "3 steps each of si+p-rope, alibi with HARNESS_CUDA_SYNC_CHECK=1" || verdict FAIL "$failed"
+  [[ -z $failed ]] && verdict PASS "$( ((DRY)) && echo "settings resolve: ")3 steps each of si+p-rope, alibi with HARNESS_CUDA_SYNC_CHECK=1" \
+    || verdict FAIL "$failed"
 }
 
 stage_bench_162m() {
@@ -453,6 +457,9 @@ dry_run_totals() {
   ((total <= TOTAL_BUDGET_S)) && verdict PASS "stage budgets sum to $total s of $TOTAL_BUDGET_S" \
     || verdict FAIL "stage budgets sum to $total s, over $TOTAL_BUDGET_S"
   "$PYTHON" -m py_compile "$HELPERS" bench/flex_bench.py || verdict FAIL "a Python file does not compile"
+  # The options the flex and binding stages pass, against the programs' own.
+  "$PYTHON" bench/flex_bench.py --help | grep -q -- '--budget-s' || verdict FAIL "bench/flex_bench.py has no --budget-s"
+  grep -q '"--timing-csv"' tests/cuda/gpu_check.cpp || verdict FAIL "tests/cuda/gpu_check.cpp has no --timing-csv"
 }
 
 summary() {
