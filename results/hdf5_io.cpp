@@ -334,20 +334,61 @@ ArrayValues read_array(hid_t group, const std::string& name) {
   return out;
 }
 
+namespace {
+
+// libhdf5 registers H5_term_library with atexit when it initialises, to close what is still open.
+// Here nothing is: every identifier has its Handle, and publish_file builds files in memory, so
+// there is nothing left to save at exit. What the handler can do is close a second time a file
+// whose close failed: libhdf5 1.10.8 then crashes in H5F__close_cb (SIGSEGV after a full disk).
+// Asked at load time, before anything initialises the library (asked later, it is refused).
+const bool hdf5_exit_handler_off = H5dont_atexit() >= 0;
+
+// The bytes of a new HDF5 file built by `fill`, in memory (the core driver, no backing store):
+// libhdf5 never writes to the disk itself, so a full disk is met by write_new_file, with its
+// errno, and never halfway through a flush or close inside libhdf5.
+std::vector<char> file_image(const std::string& name, const std::function<void(hid_t file)>& fill) {
+  Handle access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "create file access properties");
+  check(H5Pset_fapl_core(access, 1 << 20, /*backing_store=*/0), "build " + name + " in memory");
+  Handle file(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access), H5Fclose, "create " + name);
+  fill(file);
+  check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush " + name);
+  const ssize_t size = H5Fget_file_image(file, nullptr, 0);
+  check(size < 0 ? -1 : 0, "size the image of " + name);
+  std::vector<char> image(static_cast<size_t>(size));
+  check(H5Fget_file_image(file, image.data(), image.size()) == size ? 0 : -1, "copy the image of " + name);
+  check(file.close(), "close " + name);
+  return image;
+}
+
+// Writes `bytes` as the new file `path` and fsyncs it; returns 0 or the errno of the failure.
+int write_new_file(const std::string& path, const std::vector<char>& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  int error = 0;
+  for (size_t done = 0; done < bytes.size() && error == 0;) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n > 0) done += size_t(n);
+    else if (n == 0) error = EIO;  // no progress on a regular file: do not loop for ever
+    else if (errno != EINTR) error = errno;
+  }
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  return error;
+}
+
+}  // namespace
+
 void publish_file(const std::string& path, const std::function<void(hid_t file)>& fill) {
   quiet();
+  (void)hdf5_exit_handler_off;
   const std::string tmp = path + ".tmp";
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent);
   // Any failure (a full disk, a quota, an I/O error: HDF5's, ours or the system's) leaves `path`
   // as it was and no temporary file, and names `path` and the cause.
   try {
-    Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
-                "create " + tmp);
-    fill(file);
-    check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush " + tmp);
-    check(file.close(), "close " + tmp);  // the last metadata reaches the file here
-    if (const int error = fsync_path(tmp)) throw std::runtime_error(std::strerror(error));
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+    const std::vector<char> image = file_image(tmp, fill);
+    if (const int error = write_new_file(tmp, image)) throw std::runtime_error(std::strerror(error));
     std::filesystem::rename(tmp, path);
   } catch (const std::exception& e) {
     std::error_code ec;

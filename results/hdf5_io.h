@@ -81,7 +81,9 @@ ArrayValues read_array(hid_t group, const std::string& name);
 
 // Writes a new file at `path` through `fill` (given the open file) as a temporary file, fsyncs it
 // and renames it over `path`: readers see the old file or the new one, never a part. If `fill`
-// throws, the temporary file is removed and `path` is untouched.
+// throws, the temporary file is removed and `path` is untouched. libhdf5 builds the file in memory
+// and the bytes are written here, so a failed write (a full disk) is an exception naming `path`
+// and the system's cause, never a file left half closed inside libhdf5.
 void publish_file(const std::string& path, const std::function<void(hid_t file)>& fill);
 // Opens an existing file read-only; throws std::runtime_error naming it.
 Handle open_file(const std::string& path);
