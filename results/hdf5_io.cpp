@@ -398,11 +398,87 @@ void publish_file(const std::string& path, const std::function<void(hid_t file)>
   fsync_path(parent.empty() ? "." : parent.string());
 }
 
+namespace {
+
+// At most `limit` characters of a name taken from a file (a hostile one may hold megabytes).
+std::string shortened(std::string text, size_t limit = 200) {
+  if (text.size() > limit) text = text.substr(0, limit) + "…";
+  return text;
+}
+
+// What makes the dataset `ds` read another file: "" when nothing does.
+std::string dataset_elsewhere(hid_t ds) {
+  Handle props(H5Dget_create_plist(ds), H5Pclose, "get dataset properties");
+  std::string name(1024, '\0');
+  if (H5Pget_layout(props) == H5D_VIRTUAL) {
+    size_t sources = 0;
+    check(H5Pget_virtual_count(props, &sources), "count virtual sources");
+    const ssize_t n = sources ? H5Pget_virtual_filename(props, 0, name.data(), name.size()) : -1;
+    return "a virtual dataset" + (n > 0 ? " of " + shortened(name.c_str()) : std::string());
+  }
+  const int externals = H5Pget_external_count(props);
+  check(externals, "count external files");
+  if (externals == 0) return "";
+  off_t offset = 0;
+  hsize_t size = 0;
+  const herr_t named = H5Pget_external(props, 0, name.size() - 1, name.data(), &offset, &size);
+  return "stored in an external file" + (named >= 0 ? " " + shortened(name.c_str()) : std::string());
+}
+
+// What makes link `name` (under `group`) lead out of the file: "" when nothing does.
+std::string link_elsewhere(hid_t group, const char* name, const H5L_info_t& info) {
+  if (info.type == H5L_TYPE_SOFT) return "";  // a path inside this file
+  if (info.type == H5L_TYPE_HARD) {
+    Handle object(H5Oopen(group, name, H5P_DEFAULT), H5Oclose, std::string("open ") + name);
+    return H5Iget_type(object) == H5I_DATASET ? dataset_elsewhere(object) : "";
+  }
+  if (info.type != H5L_TYPE_EXTERNAL) return "a link of user-defined class " + std::to_string(int(info.type));
+  std::vector<char> value(std::min<size_t>(info.u.val_size, 1 << 16) + 1, '\0');
+  unsigned flags = 0;
+  const char *file = nullptr, *object = nullptr;
+  const bool known = H5Lget_val(group, name, value.data(), value.size(), H5P_DEFAULT) >= 0 &&
+                     H5Lunpack_elink_val(value.data(), value.size(), &flags, &file, &object) >= 0;
+  return "an external link" + (known && file && object ? " to " + shortened(file) + ":" + shortened(object)
+                                                       : std::string());
+}
+
+// Refuses a file with data in other files: external links, external raw storage, virtual
+// datasets. libhdf5 would open those files (any path, chosen by whoever wrote the file) while a
+// reader reads what looks like its own data; the walk opens objects but never follows a link
+// out of the file nor reads a value. A file the walk cannot finish is refused too.
+void refuse_data_in_other_files(hid_t file, const std::string& path) {
+  struct Walk {
+    std::string object, what, error;
+  } walk;
+  const auto visit = [](hid_t group, const char* name, const H5L_info_t* info, void* data) -> herr_t {
+    auto& w = *static_cast<Walk*>(data);
+    try {  // nothing may be thrown through libhdf5's C frames
+      w.what = link_elsewhere(group, name, *info);
+      w.object = name;
+      return w.what.empty() ? 0 : 1;
+    } catch (const std::exception& e) {
+      w.error = e.what();
+      return -1;
+    }
+  };
+  const herr_t status = H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, &walk);
+  if (!walk.what.empty())
+    throw std::runtime_error(path + ": refused: /" + shortened(walk.object) + " is " + walk.what +
+                             "; a run file must hold its own data (HDF5 would open that file)");
+  if (status < 0)
+    throw std::runtime_error(path + ": refused: cannot check that it holds its own data: " +
+                             (walk.error.empty() ? "HDF5: cannot list its objects" : walk.error));
+}
+
+}  // namespace
+
 Handle open_file(const std::string& path) {
   quiet();
   if (!std::filesystem::exists(path)) throw std::runtime_error(path + ": no such file");
-  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose,
-                "open " + path + " (not an HDF5 file?)");
+  Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose,
+              "open " + path + " (not an HDF5 file?)");
+  refuse_data_in_other_files(file, path);
+  return file;
 }
 
 std::string file_kind(const std::string& path) {

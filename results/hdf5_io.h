@@ -85,7 +85,9 @@ ArrayValues read_array(hid_t group, const std::string& name);
 // and the bytes are written here, so a failed write (a full disk) is an exception naming `path`
 // and the system's cause, never a file left half closed inside libhdf5.
 void publish_file(const std::string& path, const std::function<void(hid_t file)>& fill);
-// Opens an existing file read-only; throws std::runtime_error naming it.
+// Opens an existing file read-only; throws std::runtime_error naming it. A file whose data lives
+// in other files (an external link, external storage, a virtual dataset) is refused before any
+// of it is read: libhdf5 would open the files it names.
 Handle open_file(const std::string& path);
 // The root `kind` attribute of a results file ("theory-entropy", "critical-scaling"), or "" when it
 // has none (run.h5). Throws std::runtime_error when `path` is not an HDF5 file.
