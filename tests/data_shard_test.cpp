@@ -181,3 +181,22 @@ TEST(DataShard, MappedShardsCheckHeadersLikeTheReader) {
     EXPECT_EQ(std::string(e.what()), error_of(bad));  // the same message as read_token_shard
   }
 }
+
+// A shard that cannot be written is an I/O failure (exit 1), not the user's input (exit 2): a
+// full disk (/dev/full fails every write with ENOSPC) and a missing folder, each named with the
+// file and the system's cause.
+TEST(DataShard, AWriteFailureIsAnIoErrorNamingTheFileAndTheCause) {
+  TempDir dir;
+  const std::vector<std::pair<fs::path, std::string>> cases = {
+      {"/dev/full", "No space left on device"}, {dir.path / "missing" / "x_train.bin", "No such file or directory"}};
+  for (const auto& [path, cause] : cases) {
+    try {
+      write_token_shard(path, sample_tokens(1000));
+      ADD_FAILURE() << "wrote " << path;
+    } catch (const harness::InputError& e) {
+      ADD_FAILURE() << "a user error (exit 2): " << e.what();
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()), "token shard " + path.string() + ": cannot write: " + cause);
+    }
+  }
+}

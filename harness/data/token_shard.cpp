@@ -168,12 +168,23 @@ void write_token_shard(const fs::path& path, const std::vector<uint16_t>& tokens
     raw[2 * i] = static_cast<unsigned char>(tokens[i] & 0xFF);
     raw[2 * i + 1] = static_cast<unsigned char>(tokens[i] >> 8);
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError(shard_error(path, "cannot open the file for writing"));
-  out.write(reinterpret_cast<const char*>(header.data()), kHeaderBytes);
-  out.write(reinterpret_cast<const char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
-  out.close();
-  if (!out) throw InputError(shard_error(path, "write error"));
+  // An I/O failure (a full disk, a quota, no such folder) is not the user's input: std::runtime_error
+  // (exit 1), with the system's word for it.
+  const auto fail = [&](int error) {
+    throw std::runtime_error(shard_error(path, std::string("cannot write: ") + std::strerror(error)));
+  };
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(errno);
+  int error = 0;
+  for (const auto& [data, size] : {std::pair{header.data(), header.size()}, std::pair{raw.data(), raw.size()}})
+    for (size_t done = 0; done < size && error == 0;) {
+      const ssize_t n = ::write(fd, data + done, size - done);
+      if (n > 0) done += size_t(n);
+      else if (n == 0) error = EIO;  // no progress on a regular file: do not loop for ever
+      else if (errno != EINTR) error = errno;
+    }
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) fail(error);
 }
 
 ShardFiles find_token_shards(const fs::path& dir) {

@@ -28,7 +28,8 @@ constexpr int64_t kGpt2PaddedVocabSize = 50304;       // 50257 rounded up to a m
 std::vector<uint16_t> read_token_shard(const std::filesystem::path& path);
 
 // Writes `tokens` as a version-1 shard (overwrites `path`). Throws harness::InputError naming the
-// file when it cannot be written or when there are more than INT32_MAX tokens.
+// file when there are more than INT32_MAX tokens, and std::runtime_error (an I/O failure, exit 1)
+// naming the file and the cause when it cannot be written.
 void write_token_shard(const std::filesystem::path& path, const std::vector<uint16_t>& tokens);
 
 // Shards memory-mapped read-only, as one token stream (shard i's tokens after shard i−1's).
