@@ -2,6 +2,7 @@
 
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -194,6 +195,32 @@ Method resolve_method(const MethodOptions& o) {
   resolve_shape(o, m);
   resolve_parameters(o, m);
   return m;
+}
+
+namespace {
+
+// One field as text, ended by '|': a string after its length (no two lists of strings read the
+// same), a number as its shortest exact text (every bit counts).
+void append_field(std::string& key, const std::string& s) { key += std::to_string(s.size()) + ':' + s + '|'; }
+void append_field(std::string& key, double x) {
+  char buf[32];
+  key.append(buf, std::to_chars(buf, buf + sizeof(buf), x).ptr);
+  key += '|';
+}
+void append_field(std::string& key, int64_t n) { key += std::to_string(n) + '|'; }
+void append_field(std::string& key, const ParameterValues& p) {
+  for (const LengthValue& v : p.values) {
+    append_field(key, v.value);
+    key += v.relative ? "L|" : "|";
+  }
+}
+
+}  // namespace
+
+std::string options_key(const MethodOptions& o) {
+  std::string key;
+  for_each_field(o, [&key](const auto& field) { append_field(key, field); });
+  return key;
 }
 
 void check_context(const Method& method, int64_t T) {

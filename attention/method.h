@@ -39,6 +39,9 @@ constexpr double kYaRNBeta = 32.0;
 
 // Throws std::invalid_argument (listing valid names / the violated constraint) on bad options.
 Method resolve_method(const MethodOptions& options);
+// Every field of the options (for_each_field) as text, the same exactly when the options are: a
+// cache of resolve_method keys on it.
+std::string options_key(const MethodOptions& options);
 
 // Throws std::invalid_argument when T is outside [1, kMaxContext].
 void check_context(const Method& method, int64_t T);

@@ -29,4 +29,23 @@ struct MethodOptions : MethodConfig {
   int64_t head_dim = 64;
 };
 
+// Every field of a method's options, base class first, in declaration order: their one list.
+// options_key (method.h) serialises what it visits; a test (AttentionMethod.OptionsKey*) changes
+// each visited field in turn and counts the fields of both structs, so a field added above and
+// not here fails it. Options: MethodOptions or const MethodOptions.
+template <class Options, class Visit>
+void for_each_field(Options& o, Visit&& visit) {
+  visit(o.method);
+  visit(o.positional);
+  visit(o.transform);
+  visit(o.parameters);
+  visit(o.p_rope_fraction);
+  visit(o.p_rope_variant);
+  visit(o.score_scale);
+  visit(o.kernel);
+  visit(o.train_context);
+  visit(o.heads);
+  visit(o.head_dim);
+}
+
 }  // namespace attention

@@ -385,6 +385,67 @@ TEST(AttentionMethod, ScoreModPerPreset) {
   EXPECT_EQ(m.transform, attention::Transform::kInfoScale);
 }
 
+// ---- the options' key: every field ---------------------------------------------------------------
+
+// How many initialisers an aggregate takes (a base class counts as one): its fields, counted by
+// the compiler, not by a list kept here.
+struct AnyField {
+  template <class T>
+  operator T() const;  // NOLINT: converts to any field's type, in unevaluated code only
+};
+template <class T, class... Fields>
+constexpr auto takes(int) -> decltype(T{Fields{}...}, true) { return true; }
+template <class T, class...>
+constexpr bool takes(long) { return false; }
+template <class T, class... Fields>
+constexpr size_t field_count() {
+  if constexpr (takes<T, Fields..., AnyField>(0)) return field_count<T, Fields..., AnyField>();
+  else return sizeof...(Fields);
+}
+
+// The n-th change of one field, false when it has fewer: a string or number, or one parameter's
+// value or its being relative to L.
+bool change(std::string& s, size_t n) { return n == 0 && (s += "x", true); }
+bool change(double& x, size_t n) { return n == 0 && (x += 0.5, true); }
+bool change(int64_t& x, size_t n) { return n == 0 && (x += 1, true); }
+bool change(attention::ParameterValues& p, size_t n) {
+  if (n >= 2 * p.values.size()) return false;
+  attention::LengthValue& v = p.values[n / 2];
+  n % 2 == 0 ? void(v.value += 0.5) : void(v.relative = !v.relative);
+  return true;
+}
+
+TEST(AttentionMethod, OptionsKeyVisitsEveryField) {
+  size_t visited = 0;
+  const MethodOptions o = opts("si+p-rope");
+  attention::for_each_field(o, [&](const auto&) { ++visited; });
+  EXPECT_EQ(visited, field_count<attention::MethodConfig>() + field_count<MethodOptions>() - 1)
+      << "a field of MethodConfig or MethodOptions that for_each_field (method_options.h) leaves out";
+}
+
+TEST(AttentionMethod, OptionsKeyChangesWithEveryField) {
+  const MethodOptions base = opts("si+p-rope");
+  EXPECT_EQ(attention::options_key(base), attention::options_key(opts("si+p-rope")));
+  std::set<std::string> keys{attention::options_key(base)};
+  size_t changes = 0, field = 0;
+  for (;; ++field) {
+    bool exists = false;
+    for (size_t n = 0;; ++n) {
+      MethodOptions o = base;
+      bool changed = false;
+      size_t i = 0;
+      attention::for_each_field(o, [&](auto& f) {
+        if (i++ == field) exists = true, changed = change(f, n);
+      });
+      if (!changed) break;
+      ++changes;
+      EXPECT_TRUE(keys.insert(attention::options_key(o)).second) << "field " << field << ", change " << n;
+    }
+    if (!exists) break;
+  }
+  EXPECT_EQ(changes, field - 1 + 2 * attention::kParameterCount);  // the parameters: each twice
+}
+
 // ---- inspect ------------------------------------------------------------------------------------
 
 TEST(AttentionMethod, InspectShowsMultiplierBiasAndFrequencies) {

@@ -201,17 +201,14 @@ KeySpec read_when(KeySpec k, std::function<bool(const RunConfig&)> read) {
 // The method of a set of options, resolved once however many keys ask whether they are read (a
 // config's check asks once per method-dependent key, and `overrides_preset` asks for the preset
 // without its overrides): null when the options are impossible. The last few resolutions are kept
-// per thread, keyed by every field resolve_method reads.
+// per thread, keyed by every field of the options (attention::options_key).
 const attention::Method* resolved(const attention::MethodOptions& o) {
   struct Entry {
     std::string key;
     std::optional<attention::Method> method;
   };
   thread_local std::vector<Entry> recent;  // newest last, at most 4
-  std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", o.method, o.positional, o.transform,
-                                o.p_rope_fraction, o.p_rope_variant, o.score_scale, o.kernel,
-                                o.train_context, o.heads, o.head_dim);
-  for (const auto& v : o.parameters.values) key += fmt::format("|{}{}", v.value, v.relative ? "L" : "");
+  std::string key = attention::options_key(o);
   for (const auto& e : recent)
     if (e.key == key) return e.method ? &*e.method : nullptr;
   std::optional<attention::Method> method;
