@@ -4,12 +4,12 @@
 # corpora and dictionaries, runs each target for FUZZ_SECONDS (one after the other), triages what
 # they found, and prints per target: seconds, executions, corpus size, coverage and findings.
 # Exit 1 when a finding is the project's own (a crash, sanitizer report, hang or OOM in our code,
-# or an error the readers do not document); crashes inside the system's libhdf5 are kept apart
-# (fuzz-findings/<target>/upstream/) and reported, not failed on.
+# or an error the readers do not document); crashes inside the system's libhdf5 or LibTorch on
+# their own memory are kept apart (fuzz-findings/<target>/upstream/) and reported, not failed on.
 #
-#   scripts/fuzz.sh [fuzz_config] [fuzz_run_file]
+#   scripts/fuzz.sh [fuzz_config] [fuzz_run_file] [fuzz_checkpoint] [fuzz_shard]
 #   env: FUZZ_SECONDS (600), FUZZ_BUILD (build-fuzz), HARNESS (the harness that makes the run
-#        file seeds; default build/harness when it runs, else build-fuzz's own), JOBS
+#        file and checkpoint seeds; default build/harness when it runs, else build-fuzz's own), JOBS
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -17,7 +17,7 @@ SECS=${FUZZ_SECONDS:-600}
 B=${FUZZ_BUILD:-build-fuzz}
 JOBS=${JOBS:-$(nproc)}
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(fuzz_config fuzz_run_file)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(fuzz_config fuzz_run_file fuzz_checkpoint fuzz_shard)
 WORK=$B/fuzz              # seeds (regenerated), corpora (kept: they grow run after run), logs
 FINDINGS=$B/fuzz-findings
 
@@ -201,17 +201,56 @@ PY
   say "fuzz_run_file: $(ls "$seeds" | wc -l) seeds"
 }
 
+# Real checkpoints: the run of tests/fuzz/checkpoint.yaml (the model fuzz_checkpoint loads into:
+# its checkpoints of steps 2 and 4, and its checkpoints.tsv for the list's parser), the same with
+# AdamW (another optimiser's state) and with d_model 16 (other shapes). Cached.
+checkpoint_seeds() {
+  local seeds=$WORK/seeds/fuzz_checkpoint gen=$WORK/generate-checkpoint
+  mkdir -p "$seeds"
+  if [ ! -f "$seeds/.complete" ]; then
+    rm -rf "$gen" && mkdir -p "$gen"
+    local t="$HARNESS train --no-progress --config tests/fuzz/checkpoint.yaml --set data.corpus=$ROOT/tests/data/sotu
+             --set data.data_dir=$gen/data --set run.out_dir=$gen/runs"
+    {
+      $t && $t --set name=adamw --set optim.name=adamw && $t --set name=wide --set model.d_model=16
+    } >"$gen/log" 2>&1 || { say "making the checkpoint seeds failed ($HARNESS): see $gen/log"; tail -5 "$gen/log"; exit 1; }
+    cp "$gen/runs/fuzz-checkpoint/checkpoint-2.pt" "$seeds/step2.pt"
+    cp "$gen/runs/fuzz-checkpoint/checkpoint-4.pt" "$seeds/step4.pt"
+    cp "$gen/runs/fuzz-checkpoint/checkpoints.tsv" "$seeds/checkpoints.tsv"
+    cp "$gen/runs/adamw/checkpoint-4.pt" "$seeds/adamw.pt"
+    cp "$gen/runs/wide/checkpoint-4.pt" "$seeds/wide.pt"
+    touch "$seeds/.complete"
+  fi
+  if [ -d tests/data/fuzz-regressions/checkpoint ]; then cp tests/data/fuzz-regressions/checkpoint/* "$seeds/"; fi
+  cp tests/fuzz/checkpoint.dict "$WORK/fuzz_checkpoint.dict"
+  say "fuzz_checkpoint: $(ls "$seeds" | wc -l) seeds"
+}
+
+# Token shards written by the harness's own writer (write_token_shard; fuzz_shard writes them).
+shard_seeds() {
+  local seeds=$WORK/seeds/fuzz_shard
+  rm -rf "$seeds"
+  HARNESS_FUZZ_SHARD_SEEDS=$seeds "$B/fuzz_shard"
+  if [ -d tests/data/fuzz-regressions/shard ]; then cp tests/data/fuzz-regressions/shard/* "$seeds/"; fi
+  cp tests/fuzz/shard.dict "$WORK/fuzz_shard.dict"
+  say "fuzz_shard: $(ls "$seeds" | wc -l) seeds"
+}
+
 # ---- run -----------------------------------------------------------------------------------------
 # fuzz_config runs in libFuzzer's plain mode: its first crash ends it (our code and yaml-cpp only).
 # fuzz_run_file runs in fork mode (-fork=1, crashes/timeouts/OOMs recorded and the run goes on):
 # the system's libhdf5 1.10 crashes by itself on some damaged files, and one such crash would
-# otherwise end the run within seconds. Both keep their artifacts for the triage below.
+# otherwise end the run within seconds. fuzz_checkpoint runs in fork mode too (LibTorch is not
+# instrumented either and parses the archive's TorchScript code), fuzz_shard in the plain mode.
+# All keep their artifacts for the triage below.
 status=0
 summary=()
 for target in "${TARGETS[@]}"; do
   case $target in
     fuzz_config) config_seeds; mode=(-max_len=65536 -print_final_stats=1) ;;
     fuzz_run_file) run_file_seeds; mode=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1) ;;
+    fuzz_checkpoint) checkpoint_seeds; mode=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 -max_len=160000) ;;
+    fuzz_shard) shard_seeds; mode=(-max_len=65536 -print_final_stats=1) ;;
     *) say "unknown target $target"; exit 2 ;;
   esac
   corpus=$WORK/corpus/$target
@@ -234,7 +273,7 @@ for target in "${TARGETS[@]}"; do
   [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#' || true)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*' || true)
   size=$(find "$corpus" -type f | wc -l)
-  # Triage this run's artifacts: ours fail the run, the system libhdf5's are moved to upstream/.
+  # Triage this run's artifacts: ours fail the run, libhdf5's and LibTorch's are moved to upstream/.
   new=$(find "$found" -maxdepth 1 -type f -newer "$stamp" \( -name 'crash-*' -o -name 'timeout-*' -o -name 'oom-*' -o -name 'leak-*' \) | sort)
   ours=0 upstream=0 unreproduced=0
   for artifact in $new; do
@@ -250,7 +289,7 @@ for target in "${TARGETS[@]}"; do
   done
   if [ "$rc" != 0 ] && [ "$ours" = 0 ] && [ -z "$new" ]; then ours=1; echo "  libFuzzer exited $rc with no artifact: see $log"; fi
   [ "$ours" = 0 ] || status=1
-  summary+=("$(printf '%-14s %5s s  %10s execs  corpus %5s  cov %6s  findings: %s ours, %s upstream (libhdf5), %s unreproduced' \
+  summary+=("$(printf '%-14s %5s s  %10s execs  corpus %5s  cov %6s  findings: %s ours, %s upstream (libhdf5, LibTorch), %s unreproduced' \
     "$target" "$elapsed" "${execs:-?}" "$size" "${cov:-?}" "$ours" "$upstream" "$unreproduced")")
 done
 

@@ -3,7 +3,7 @@
 
   ours: <kind>: <where>               a finding in the project's code (the run fails)
   upstream: <library>: <kind>: <where> a crash, hang or huge allocation inside a system library
-                                      (libhdf5, yaml-cpp) reached with memory it owns
+                                      (libhdf5, yaml-cpp, LibTorch) reached with memory it owns
   unreproduced: <kind>                the rerun passed (a timeout on a loaded machine, ...)
 
 <where> is the first stack frame below the sanitizers, libFuzzer, libc and the C++ library.
@@ -21,7 +21,7 @@ RUNTIME = re.compile(
     r"^realloc$|^free$|^memcpy$|^memmove$|^memset$|^strlen$|^operator new|^operator delete|^abort$|^raise$|"
     r"__pthread_kill|^__GI_|__memcpy|__memmove|__memset|__strlen|^std::terminate|__cxa_|__gnu_cxx::|"
     r"^std::|finding\(|^\(anonymous namespace\)::finding")
-LIBRARIES = {"libhdf5": "libhdf5", "libyaml-cpp": "yaml-cpp"}
+LIBRARIES = {"libhdf5": "libhdf5", "libyaml-cpp": "yaml-cpp", "libtorch": "LibTorch", "libc10": "LibTorch"}
 FRAME = re.compile(r"^\s*#\d+ 0x[0-9a-f]+\s+(?:in (?P<func>.+?) )?(?P<loc>[/(].*)$")
 
 
@@ -72,7 +72,7 @@ def main():
         print(f"unreproduced: {name.split('-')[0]}: {name}")
         return
     lines = text.splitlines()
-    harness = next((l for l in lines if re.match(r"fuzz_(config|run_file): ", l)), None)
+    harness = next((l for l in lines if re.match(r"fuzz_(config|run_file|checkpoint|shard): ", l)), None)
     if harness:
         print(f"ours: {harness}: {name}")
         return
