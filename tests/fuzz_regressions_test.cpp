@@ -18,7 +18,10 @@
 #include <vector>
 
 #include "harness/common/errors.h"
+#include "harness/config/engine_options.h"
 #include "harness/config/schema.h"
+#include "harness/train/checkpoint.h"
+#include "harness/train/finished_run.h"
 #include "results/hdf5_io.h"
 #include "results/run_file.h"
 #include "sweeps/sweep_file.h"
@@ -320,4 +323,117 @@ TEST(FuzzConfig, OverlongNameIsRefusedAndLongPathsDoNotThrow) {
       "name: " + std::string(255, 'b') + "\nbase: {run: {out_dir: /tmp/" + name + "}}\n", source);
   ASSERT_EQ(ok.runs.size(), 1u);
   EXPECT_EQ(ok.runs[0].run_dir, "/tmp/" + name + "/" + std::string(255, 'b') + "/" + ok.runs[0].id);
+}
+
+// ---- fuzz_checkpoint: checkpoints.tsv and checkpoint-<step>.pt -------------------------------
+
+namespace {
+
+// The error of `f`, which must be a std::runtime_error (what the command line reports).
+template <class F>
+std::string runtime_error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "threw " << typeid(e).name() << ": " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "did not throw";
+  return "";
+}
+
+harness::config::LoadedConfig tiny_model_config(int d_model) {
+  return harness::config::load_run_config_text(
+      "model: {layers: 1, d_model: " + std::to_string(d_model) + ", heads: 2}\ntrain: {context: 16}\n",
+      "tiny.yaml", "tiny");
+}
+
+}  // namespace
+
+// Found while writing fuzz_checkpoint's list input, by reading the parser (the fuzzer had not
+// reached it in its first 3 minutes): a line of checkpoints.tsv whose CRC-32 field was 8
+// characters but not hex threw std::invalid_argument ("stoul") out of read_newest_good, and
+// `harness train --resume` said "error: stoul". One that began with hex ("1zzzzzzz") was read
+// as 1, a sign taken as part of the number. The field must be 8 hex digits, or the line is
+// refused naming the list and the line.
+TEST(FuzzCheckpoint, ListLineWithAMalformedCrcIsRefusedNamingTheList) {
+  test_support::TempDir tmp;
+  const harness::train::RunCheckpoints run(tmp.path.string());
+  for (const std::string crc : {"zzzzzzzz", "1zzzzzzz", "-0000001", "+1234567"}) {
+    std::ofstream(run.list_path()) << "step\tbytes\tcrc32\tfile\n4\t10\t" << crc << "\tcheckpoint-4.pt\n";
+    const std::string message = runtime_error_of([&] { run.read_newest_good([](const std::string&) {}); });
+    EXPECT_EQ(message.rfind(run.list_path() + ":2: not a checkpoint line", 0), 0u) << crc << ": " << message;
+  }
+}
+
+// Found by fuzz_checkpoint on a seed (a checkpoint of the same config with d_model 16):
+// LibTorch's Module::load takes each tensor as the archive holds it (Tensor::set_), whatever its
+// shape. open_finished_run (analyse, generate, ...) loaded a d_model 16 checkpoint into a d_model 8
+// model without a word; --resume changed the model's shapes before the optimiser's state refused
+// it. Each parameter and buffer is now checked against the model's shape and dtype first, and the
+// model is left as it was.
+TEST(FuzzCheckpoint, CheckpointOfAnotherShapeIsRefusedBeforeLoading) {
+  test_support::TempDir tmp;
+  const auto small = tiny_model_config(8), wide = tiny_model_config(16);
+  models::GPT model(harness::config::gpt_options(small.config, 256));
+  models::Optimizers optim(model, small.config.optim);
+  models::GPT other(harness::config::gpt_options(wide.config, 256));
+  models::Optimizers other_optim(other, wide.config.optim);
+  const std::string path = (tmp.path / "checkpoint-4.pt").string();
+  harness::train::save_checkpoint(path, other, other_optim, {});
+  const auto bytes = harness::train::read_file_bytes(path);
+  const auto before = model->named_parameters()["embed.weight"].clone();
+
+  for (const bool whole : {false, true}) {
+    try {
+      if (whole)
+        harness::train::load_checkpoint(bytes, model, optim);
+      else
+        harness::train::load_model_weights(bytes, model);
+      ADD_FAILURE() << (whole ? "load_checkpoint" : "load_model_weights") << " took a d_model 16 checkpoint";
+    } catch (const c10::Error& e) {  // what --resume and open_finished_run name the file with
+      EXPECT_NE(std::string(e.what_without_backtrace()).find(
+                    "the checkpoint's embed.weight is [256, 16] (Float), the model's [256, 8] (Float)"),
+                std::string::npos)
+          << e.what_without_backtrace();
+    }
+    EXPECT_TRUE(torch::equal(model->named_parameters()["embed.weight"], before));
+  }
+  // The model's own checkpoint still loads.
+  harness::train::save_checkpoint(path, model, optim, {});
+  EXPECT_NO_THROW(harness::train::load_checkpoint(harness::train::read_file_bytes(path), model, optim));
+}
+
+// Found by fuzz_checkpoint in its first minutes: a checkpoint whose TorchScript code (the archive's
+// code/__torch__/*.py, which LibTorch compiles while it reads) was damaged ("__buffers__" made
+// "__buff_res_") threw torch::jit::ErrorReport, which is no c10::Error: --resume passed it on
+// without the checkpoint's name. Every failure to read the archive is a c10::Error now.
+TEST(FuzzCheckpoint, ArchiveWhoseCodeDoesNotCompileIsACheckpointError) {
+  test_support::TempDir tmp;
+  const auto config = tiny_model_config(8);
+  models::GPT model(harness::config::gpt_options(config.config, 256));
+  models::Optimizers optim(model, config.config.optim);
+  const std::string path = (tmp.path / "checkpoint-4.pt").string();
+  harness::train::save_checkpoint(path, model, optim, {});
+  auto bytes = harness::train::read_file_bytes(path);
+  const std::string code = "__buffers__ = []", damaged = "__buff_res_ = []";
+  const auto at = std::search(bytes.begin(), bytes.end(), code.begin(), code.end());
+  ASSERT_NE(at, bytes.end());
+  std::copy(damaged.begin(), damaged.end(), at);
+  for (const bool whole : {false, true}) {
+    try {
+      if (whole)
+        harness::train::load_checkpoint(bytes, model, optim);
+      else
+        harness::train::load_model_weights(bytes, model);
+      ADD_FAILURE() << "loaded";
+    } catch (const c10::Error& e) {
+      EXPECT_EQ(std::string(e.what_without_backtrace()).rfind("not a checkpoint LibTorch can read: ", 0), 0u)
+          << e.what_without_backtrace();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "threw " << typeid(e).name() << ": " << e.what();
+    }
+  }
 }

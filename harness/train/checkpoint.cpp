@@ -106,13 +106,41 @@ FileDigest save_checkpoint(const std::string& path, models::GPT& model, const mo
 }
 
 namespace {
+// The entries of `archive` that `module` would load (Module::load's own walk: its parameters,
+// its buffers, then each child's archive), checked against the module's shapes and dtypes.
+void check_module_entries(torch::serialize::InputArchive& archive, const torch::nn::Module& module,
+                          const std::string& prefix) {
+  const auto check = [&](const std::string& key, const torch::Tensor& own, bool is_buffer) {
+    torch::Tensor stored;
+    if (!archive.try_read(key, stored, is_buffer) || !stored.defined()) return;  // Module::load says
+    TORCH_CHECK(stored.sizes() == own.sizes() && stored.scalar_type() == own.scalar_type(),
+                "the checkpoint's ", prefix, key, " is ", stored.sizes(), " (", stored.scalar_type(),
+                "), the model's ", own.sizes(), " (", own.scalar_type(), "): a checkpoint of another "
+                "model configuration");
+  };
+  for (const auto& p : module.named_parameters(/*recurse=*/false)) check(p.key(), p.value(), false);
+  for (const auto& b : module.named_buffers(/*recurse=*/false)) check(b.key(), b.value(), true);
+  for (const auto& child : module.named_children()) {
+    torch::serialize::InputArchive child_archive;
+    if (archive.try_read(child.key(), child_archive))
+      check_module_entries(child_archive, *child.value(), prefix + child.key() + ".");
+  }
+}
+}  // namespace
+
+void load_model_state(torch::serialize::InputArchive& archive, models::GPT& model) {
+  check_module_entries(archive, *model, "");
+  model->load(archive);
+}
+
+namespace {
 CheckpointState read_checkpoint(torch::serialize::InputArchive& archive, models::GPT& model,
                                 models::Optimizers& optim) {
   CheckpointState state;
   c10::IValue hash;
   archive.read("run_config_hash", hash);
   state.config_hash = hash.toStringRef();
-  model->load(archive);
+  load_model_state(archive, model);
   optim.load(archive);
   state.step = read_scalar(archive, "run_step");
   state.tokens = read_scalar(archive, "run_tokens");
@@ -133,19 +161,36 @@ torch::Device model_device(models::GPT& model) {
   const auto params = model->parameters();
   return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
 }
+
+// LibTorch's read of an archive, its errors as c10::Error (load_checkpoint_archive).
+template <class F>
+void read_archive(F&& load_from) {
+  try {
+    load_from();
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    TORCH_CHECK(false, "not a checkpoint LibTorch can read: ", e.what());
+  }
+}
 }  // namespace
+
+void load_checkpoint_archive(torch::serialize::InputArchive& archive, const std::vector<char>& bytes,
+                             torch::Device device) {
+  read_archive([&] { archive.load_from(bytes.data(), bytes.size(), device); });
+}
 
 CheckpointState load_checkpoint(const std::string& path, models::GPT& model,
                                 models::Optimizers& optim) {
   torch::serialize::InputArchive archive;
-  archive.load_from(path, model_device(model));
+  read_archive([&] { archive.load_from(path, model_device(model)); });
   return read_checkpoint(archive, model, optim);
 }
 
 CheckpointState load_checkpoint(const std::vector<char>& bytes, models::GPT& model,
                                 models::Optimizers& optim) {
   torch::serialize::InputArchive archive;
-  archive.load_from(bytes.data(), bytes.size(), model_device(model));
+  load_checkpoint_archive(archive, bytes, model_device(model));
   return read_checkpoint(archive, model, optim);
 }
 

@@ -33,6 +33,16 @@ CheckpointState load_checkpoint(const std::string& path, models::GPT& model,
 // broadcasts them, so every rank loads identical state without a shared file system.
 CheckpointState load_checkpoint(const std::vector<char>& bytes, models::GPT& model,
                                 models::Optimizers& optim);
+// Reads a checkpoint file's bytes into `archive`, every tensor mapped onto `device`. LibTorch reads
+// the archive as a TorchScript module, and a damaged one can fail in its TorchScript compiler
+// (torch::jit::ErrorReport, no c10::Error): every failure is thrown as a c10::Error, which
+// --resume and open_finished_run report naming the file.
+void load_checkpoint_archive(torch::serialize::InputArchive& archive, const std::vector<char>& bytes,
+                             torch::Device device);
+// Loads the model's own entries from a checkpoint's archive (Module::load), after checking that
+// each parameter and buffer the archive holds has the model's shape and dtype: LibTorch would take
+// another shape as it is. Throws c10::Error naming the entry, the model left as it was.
+void load_model_state(torch::serialize::InputArchive& archive, models::GPT& model);
 // Writes and verifies `state.step`'s checkpoint in `checkpoints`' directory, lists it, then
 // removes every checkpoint but the newest `keep` (and any file a crash left unlisted). Throws
 // std::runtime_error naming the file and the cause; the list and the checkpoints before stay.

@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -86,10 +87,11 @@ std::vector<CheckpointEntry> RunCheckpoints::entries() const {
       CheckpointEntry e;
       std::string crc;
       if (!(fields >> e.step >> e.digest.bytes >> crc >> e.file) || crc.size() != 8 ||
+          !std::all_of(crc.begin(), crc.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }) ||
           e.file.find('/') != std::string::npos)
         throw std::runtime_error(fmt::format("{}:{}: not a checkpoint line (step, bytes, crc32, file): '{}'",
                                              list_path(), number, line));
-      e.digest.crc32 = uint32_t(std::stoul(crc, nullptr, 16));
+      e.digest.crc32 = uint32_t(std::stoul(crc, nullptr, 16));  // 8 hex digits
       out.push_back(e);
     }
     return out;

@@ -18,9 +18,9 @@ void load_model_weights(const std::vector<char>& checkpoint, models::GPT& model)
   torch::serialize::InputArchive archive;
   // Mapped onto the model's device as it is read: a run trained on a GPU opens on a laptop.
   const auto params = model->parameters();
-  archive.load_from(checkpoint.data(), checkpoint.size(),
-                    params.empty() ? torch::Device(torch::kCPU) : params.front().device());
-  model->load(archive);  // reads the model's own entries; the optimiser's are left unread
+  load_checkpoint_archive(archive, checkpoint,
+                          params.empty() ? torch::Device(torch::kCPU) : params.front().device());
+  load_model_state(archive, model);  // the model's own entries; the optimiser's are left unread
 }
 
 FinishedRun open_finished_run(const std::string& run_dir, torch::Device device) {
