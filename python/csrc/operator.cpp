@@ -127,7 +127,7 @@ Inputs inputs(const Tensor& q, const std::string& method, int64_t train_context,
   } else if (m.learned_head_scale()) {
     in.head_scale = torch::full({m.heads}, attention::initial_head_scale(m), params);
   }
-  if (m.alibi()) in.alibi = attention::alibi_slope_tensor(m).to(params);
+  if (m.alibi()) in.alibi = attention::alibi_slope_tensor(m, params);  // made on q's device
   if (m.learned_bias()) {
     in.learned = learned.empty() ? initial_learned(m, params) : learned;
     try {
