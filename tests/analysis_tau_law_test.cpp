@@ -139,6 +139,18 @@ TEST(TauLaw, TheBreakdownIsInterpolatedInLnTauFromTheLowestRiseUp) {
   EXPECT_EQ(analysis::breakdown_log_tau({1, 2, 4}, {0.2, 0.3, 0.4}, 0.1), -INFINITY);
 }
 
+// A breakdown the grid never reaches, in any replicate, is said so — not as an interval "≥ ∞".
+TEST(TauLaw, ABreakdownNeverReachedIsSaidInWords) {
+  std::mt19937_64 rng(5);
+  auto curves = simulated(rng, 0.001);
+  for (auto& c : curves) c.loss[16] = c.loss[1];  // the 16L loss never rises above the 1L loss
+  analysis::TauLawOptions o;
+  o.replicates = 200;
+  const std::string text = analysis::format_tau_law(analysis::tau_law(curves, o));
+  EXPECT_NE(text.find("beyond the grid's largest τ in every replicate"), std::string::npos) << text;
+  EXPECT_EQ(text.find("≥ ∞"), std::string::npos) << text;
+}
+
 TEST(TauLaw, ACensoredTauStarBoundsTheSlopeOnTheSideItsLSets) {
   const std::vector<double> x = {std::log(64.0), std::log(128.0), std::log(256.0), std::log(512.0)};
   const std::vector<double> y = {-1.0, -0.2, 0.9, 1.5};

@@ -26,6 +26,8 @@ std::string percent(double f) { return fmt::format("{:.0f}%", 100 * f); }
 // A τ interval whose ends may be 0 / ∞ (not bounded by the grid).
 std::string tau_interval(double lo, double hi) {
   if (lo <= 0 && std::isinf(hi)) return "not bounded by the grid at either end";
+  if (std::isinf(lo)) return "beyond the grid's largest τ in every replicate";
+  if (hi <= 0) return "below the grid's smallest τ in every replicate";
   if (lo <= 0) return fmt::format("≤ {} (lower end not bounded by the grid)", tokens(hi));
   if (std::isinf(hi)) return fmt::format("≥ {} (upper end not bounded by the grid)", tokens(lo));
   return fmt::format("[{}, {}]", tokens(lo), tokens(hi));
