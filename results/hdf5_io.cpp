@@ -464,7 +464,7 @@ void refuse_data_in_other_files(hid_t file, const std::string& path) {
   const herr_t status = H5Lvisit(file, H5_INDEX_NAME, H5_ITER_INC, visit, &walk);
   if (!walk.what.empty())
     throw std::runtime_error(path + ": refused: /" + shortened(walk.object) + " is " + walk.what +
-                             "; a run file must hold its own data (HDF5 would open that file)");
+                             "; a results file must hold its own data (HDF5 would open that file)");
   if (status < 0)
     throw std::runtime_error(path + ": refused: cannot check that it holds its own data: " +
                              (walk.error.empty() ? "HDF5: cannot list its objects" : walk.error));
