@@ -77,7 +77,9 @@ void expect_pairs_row(const std::string& pairs_csv, int64_t T, double mean, doub
   std::istringstream row(pairs_csv.substr(at + 1, pairs_csv.find('\n', at + 1) - at - 1));
   std::vector<std::string> f;
   for (std::string x; std::getline(row, x, ',');) f.push_back(x);
-  ASSERT_EQ(f.size(), 11u) << pairs_csv;
+  ASSERT_EQ(f.size(), 13u) << pairs_csv;
+  EXPECT_EQ(f[11], "0.05") << pairs_csv;  // one pair at the context: Holm's threshold is α itself
+  EXPECT_EQ(f[12], "Holm's procedure over the 1 pair at 0.05") << pairs_csv;
   const double sign = f[1] == "0.04" ? 1.0 : -1.0;
   EXPECT_NEAR(std::stod(f[3]), sign * mean, 1e-5) << pairs_csv;
   EXPECT_NEAR(std::stod(f[7]) - std::stod(f[6]), 2 * half, 1e-4) << pairs_csv;
