@@ -39,15 +39,16 @@ const std::vector<TableForm>& table_forms() {
          return v.gather(1, index.expand({v.size(0), T}));  // (H, T)
        }},
       // FIRE: f_h, the MLP, on the grid x_g = g/(G − 1), then c_h and L_h·L_train (H, G + 2); the
-      // values are w1, b1, w2 (kFireWidth each), b2, c, L/L_train (transforms.cpp).
+      // values as FireLayout places them (transforms.h).
       {Transform::kFire,
        [](const Method& m, const torch::Tensor& v, int64_t) {
+         using F = FireLayout;
          const int64_t W = kFireWidth;
          const auto x = torch::linspace(0.0, 1.0, kFireGrid, v.options()).view({1, kFireGrid, 1});  // (1, G, 1)
          const auto hidden =  // ReLU as clamp_min: aten::relu has no meta kernel
-             (v.narrow(1, 0, W).unsqueeze(1) * x + v.narrow(1, W, W).unsqueeze(1)).clamp_min(0.0);  // (H, G, W)
-         const auto f = (hidden * v.narrow(1, 2 * W, W).unsqueeze(1)).sum(2) + v.narrow(1, 3 * W, 1);  // (H, G)
-         return torch::cat({f, v.narrow(1, 3 * W + 1, 1), v.narrow(1, 3 * W + 2, 1) * double(m.train_context)}, 1);
+             (v.narrow(1, F::kW1, W).unsqueeze(1) * x + v.narrow(1, F::kB1, W).unsqueeze(1)).clamp_min(0.0);  // (H, G, W)
+         const auto f = (hidden * v.narrow(1, F::kW2, W).unsqueeze(1)).sum(2) + v.narrow(1, F::kB2, 1);  // (H, G)
+         return torch::cat({f, v.narrow(1, F::kC, 1), v.narrow(1, F::kL, 1) * double(m.train_context)}, 1);
        }},
   };
   return forms;

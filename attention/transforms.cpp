@@ -140,8 +140,7 @@ TransformSpec t5() {
 // w2 = b2 = 0, so that a FIRE model starts as NoPE, deterministically (FIRE draws the MLP at
 // random); c = 0.1 and L = L_train/4 as FIRE's 0.1 and 512 at its 2048 (L_h is learned in units of
 // L_train, c_h ≥ 0.001 and L_h ≥ 0 before every forward).
-constexpr int64_t kFireB1 = kFireWidth, kFireW2 = 2 * kFireWidth, kFireB2 = 3 * kFireWidth;
-constexpr int64_t kFireC = kFireB2 + 1, kFireL = kFireB2 + 2;
+using F = FireLayout;
 
 double fire_initial(int64_t parameter, int64_t k) {
   switch (parameter) {
@@ -155,31 +154,31 @@ double fire_initial(int64_t parameter, int64_t k) {
 
 // f_h(x_e) from head h's values p, or c_h, or L_h (in positions).
 double fire_entry(const Method& m, const double* p, int64_t e) {
-  if (e == kFireGrid) return p[kFireC];
-  if (e == kFireGrid + 1) return p[kFireL] * double(m.train_context);
+  if (e == kFireGrid) return p[F::kC];
+  if (e == kFireGrid + 1) return p[F::kL] * double(m.train_context);
   const double x = double(e) / double(kFireGrid - 1);
-  double f = p[kFireB2];
-  for (int64_t k = 0; k < kFireWidth; ++k) f += p[kFireW2 + k] * std::max(0.0, p[k] * x + p[kFireB1 + k]);
+  double f = p[F::kB2];
+  for (int64_t k = 0; k < kFireWidth; ++k) f += p[F::kW2 + k] * std::max(0.0, p[F::kW1 + k] * x + p[F::kB1 + k]);
   return f;
 }
 
 void fire_entry_grad(const Method& m, const double* p, int64_t e, double g, double* d) {
   if (e == kFireGrid) {
-    d[kFireC] += g;
+    d[F::kC] += g;
     return;
   }
   if (e == kFireGrid + 1) {
-    d[kFireL] += g * double(m.train_context);
+    d[F::kL] += g * double(m.train_context);
     return;
   }
   const double x = double(e) / double(kFireGrid - 1);
-  d[kFireB2] += g;
+  d[F::kB2] += g;
   for (int64_t k = 0; k < kFireWidth; ++k) {
-    const double pre = p[k] * x + p[kFireB1 + k];
+    const double pre = p[F::kW1 + k] * x + p[F::kB1 + k];
     if (pre <= 0.0) continue;
-    d[kFireW2 + k] += g * pre;
-    d[k] += g * p[kFireW2 + k] * x;
-    d[kFireB1 + k] += g * p[kFireW2 + k];
+    d[F::kW2 + k] += g * pre;
+    d[F::kW1 + k] += g * p[F::kW2 + k] * x;
+    d[F::kB1 + k] += g * p[F::kW2 + k];
   }
 }
 

@@ -60,6 +60,13 @@ struct TransformSpec {
 // initial kinks at (k + ½)/kFireWidth never fall on a grid point), and its MLP's hidden width.
 constexpr int64_t kFireGrid = 128;
 constexpr int64_t kFireWidth = 32;
+// Where FIRE's learned values of one head sit, in the row's `learned` order (transforms.cpp):
+// w1, b1, w2 (kFireWidth each), b2, c, L / L_train; kCount in all. The row, its table form
+// (learned_bias.cpp) and the tests index them by these.
+struct FireLayout {
+  static constexpr int64_t kW1 = 0, kB1 = kFireWidth, kW2 = 2 * kFireWidth, kB2 = 3 * kFireWidth;
+  static constexpr int64_t kC = kB2 + 1, kL = kB2 + 2, kCount = kB2 + 3;
+};
 // Entries per head of a learned bias's table at context T: T by distance, kFireGrid + 2 for FIRE.
 int64_t learned_table_length(const TransformSpec& spec, int64_t T);
 

@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -266,15 +267,19 @@ TEST(AttentionMethod, LearnedBiasTablesAreBuiltOnTheParametersDevice) {
 TEST(AttentionMethod, FireBiasIsThePapersMlpWithinItsGrid) {
   const auto& spec = attention::transform_spec(attention::Transform::kFire);
   const Method m = attention::resolve_method(learned_row_options(spec, 2));
+  using F = attention::FireLayout;
   const int64_t P = attention::learned_values_per_head(m), W = attention::kFireWidth;
-  std::vector<double> p;  // w1, b1, w2 (W each), b2, c, L / L_train per head
+  ASSERT_EQ(P, F::kCount);
+  std::vector<double> p(size_t(2 * P));  // w1, b1, w2 (W each), b2, c, L / L_train per head
   for (int64_t h = 0; h < 2; ++h) {
-    for (int64_t k = 0; k < W; ++k) p.push_back(1.5 * std::sin(0.9 * double(k + h)) + 0.2);
-    for (int64_t k = 0; k < W; ++k) p.push_back(0.8 * std::cos(1.3 * double(k)));
-    for (int64_t k = 0; k < W; ++k) p.push_back(0.7 * std::sin(0.4 * double(k) + double(h)));
-    p.insert(p.end(), {0.3, 0.05 + 0.1 * double(h), 0.4});
+    double* v = p.data() + h * P;
+    for (int64_t k = 0; k < W; ++k) {
+      v[F::kW1 + k] = 1.5 * std::sin(0.9 * double(k + h)) + 0.2;
+      v[F::kB1 + k] = 0.8 * std::cos(1.3 * double(k));
+      v[F::kW2 + k] = 0.7 * std::sin(0.4 * double(k) + double(h));
+    }
+    v[F::kB2] = 0.3, v[F::kC] = 0.05 + 0.1 * double(h), v[F::kL] = 0.4;
   }
-  ASSERT_EQ(int64_t(p.size()), 2 * P);
   const std::vector<double> table = attention::learned_bias_table_values(m, p, 1);
   const std::vector<float> table_f(table.begin(), table.end());
   attention::ScoreMod mod = attention::score_mod(m, 1000);
@@ -284,15 +289,15 @@ TEST(AttentionMethod, FireBiasIsThePapersMlpWithinItsGrid) {
   for (int64_t h = 0; h < 2; ++h) {
     const double* v = p.data() + h * P;
     double jumps = 0;
-    for (int64_t k = 0; k < W; ++k) jumps += std::abs(v[k] * v[2 * W + k]);
+    for (int64_t k = 0; k < W; ++k) jumps += std::abs(v[F::kW1 + k] * v[F::kW2 + k]);
     const double bound = jumps / (4.0 * double(attention::kFireGrid - 1)) + 1e-4;
     double worst = 0;
     for (int i : {0, 3, 50, int(L) + 1, 400, 999})
       for (int t = 0; t <= i; t += 1 + t / 7) {
-        const double c = v[3 * W + 1];
+        const double c = v[F::kC];
         const double x = std::log1p(c * t) / (std::log1p(c * std::max(L, double(i))) + double(attention::kFireEps));
-        double exact = v[3 * W];
-        for (int64_t k = 0; k < W; ++k) exact += v[2 * W + k] * std::max(0.0, v[k] * x + v[W + k]);
+        double exact = v[F::kB2];
+        for (int64_t k = 0; k < W; ++k) exact += v[F::kW2 + k] * std::max(0.0, v[F::kW1 + k] * x + v[F::kB1 + k]);
         const double policy = attention::query_bias<double>(mod, i, t, int(h));
         worst = std::max(worst, std::abs(policy - exact));
         ASSERT_NEAR(policy, exact, bound) << "h=" << h << " i=" << i << " t=" << t;
@@ -303,6 +308,23 @@ TEST(AttentionMethod, FireBiasIsThePapersMlpWithinItsGrid) {
   const std::vector<double> initial = attention::learned_bias_table_values(m, attention::initial_learned_values(m), 1);
   for (int64_t h = 0; h < 2; ++h)
     for (int64_t g = 0; g < attention::kFireGrid; ++g) EXPECT_EQ(initial[size_t(h * (attention::kFireGrid + 2) + g)], 0.0);
+}
+
+// FireLayout (transforms.h) places each of the row's learned parameters where the row's `learned`
+// order puts its values: the layout the closed forms, the table form and the tests index by.
+TEST(AttentionMethod, FireLayoutIsTheRowsLearnedOrder) {
+  using F = attention::FireLayout;
+  const std::map<std::string, std::pair<int64_t, int64_t>> want = {  // name → (offset, values)
+      {"fire_w1", {F::kW1, attention::kFireWidth}}, {"fire_b1", {F::kB1, attention::kFireWidth}},
+      {"fire_w2", {F::kW2, attention::kFireWidth}}, {"fire_b2", {F::kB2, 1}},
+      {"fire_c", {F::kC, 1}},                       {"fire_threshold", {F::kL, 1}}};
+  int64_t offset = 0;
+  for (const auto& p : attention::transform_spec(attention::Transform::kFire).learned) {
+    ASSERT_EQ(want.count(p.name), 1u) << p.name;
+    EXPECT_EQ(std::make_pair(offset, p.per_head), want.at(p.name)) << p.name;
+    offset += p.per_head;
+  }
+  EXPECT_EQ(offset, F::kCount);
 }
 
 TEST(AttentionMethod, KerpleLogBiasInitAndClamp) {

@@ -50,14 +50,15 @@ const std::map<std::string, std::pair<std::string, std::string>> kPresets = {
 // FIRE's bias (Li et al. 2023, arXiv 2310.04418) of query i at distance t: the MLP
 // f(x) = b2 + Σ_k w2_k·max(0, w1_k·x + b1_k) at x = ln(1 + c·t) / (ln(1 + c·max(L, i)) + ε),
 // as the kernels see it: f on 128 points of [0, 1], linear between them. p: w1, b1, w2 (32 each),
-// b2, c, L / L_train.
+// b2, c, L / L_train, where attention::FireLayout places them.
 double formula_fire(const double* p, double L_train, double i, double t) {
+  using F = attention::FireLayout;
   auto mlp = [&](double x) {
-    double f = p[96];
-    for (int k = 0; k < 32; ++k) f += p[64 + k] * std::max(0.0, p[k] * x + p[32 + k]);
+    double f = p[F::kB2];
+    for (int k = 0; k < 32; ++k) f += p[F::kW2 + k] * std::max(0.0, p[F::kW1 + k] * x + p[F::kB1 + k]);
     return f;
   };
-  const double c = p[97], L = p[98] * L_train;
+  const double c = p[F::kC], L = p[F::kL] * L_train;
   const double x = std::log(1 + c * t) / (std::log(1 + c * std::max(L, i)) + double(1e-6f));
   const double u = x * 127;
   const int g = std::min(int(u), 126);
@@ -196,7 +197,7 @@ std::pair<torch::Tensor, torch::Tensor> formula_attention(const torch::Tensor& q
           }
           if (s.transform == "kerple-log") bias = -hs[2 * h] * std::log(1 + hs[2 * h + 1] * t);  // r1, r2
           if (s.transform == "t5-bias") bias = hs[size_t(32 * h + formula_t5_bucket(int64_t(t)))];
-          if (s.transform == "fire") bias = formula_fire(hs.data() + 99 * h, double(s.L), double(i), t);
+          if (s.transform == "fire") bias = formula_fire(hs.data() + attention::FireLayout::kCount * h, double(s.L), double(i), t);
           if (s.positional == "alibi") bias -= slopes[h] * t;
           logit[j] = mult * sc + bias;
         }
