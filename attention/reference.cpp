@@ -49,6 +49,8 @@ ClosedForms closed_forms(const Method& m, int64_t T, const torch::TensorOptions&
       break;
     }
     case Transform::kScaleInvariant: {
+      // The paper's a_t and m_t written again, not score_mod.h's: the oracle the kernels (and
+      // that policy) are tested against stays independent of them.
       const auto lg = (t / m.value(Parameter::kTau)).log1p();
       c.mult = (1 + 2 * lg).sqrt() * scale;
       c.bias = -2 * lg;

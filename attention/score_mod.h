@@ -78,10 +78,21 @@ ATTN_HD float pow_(float x, float y) { return ::powf(x, y); }
 ATTN_HD double pow_(double x, double y) { return ::pow(x, y); }
 }  // namespace detail
 
-// ln(1 + t/τ), shared by a_t and m_t.
+// The scale-invariant transform (arXiv 2505.17083) at distance t, from u = t/τ: its one formula.
+// The kernels take u as t·(1/τ) in the ScoreMod's precision, the float64 closed forms
+// (transforms.cpp) as t/τ; the float64 reference (reference.cpp) writes its own, as the oracle.
 template <class T>
-ATTN_HD T si_log(const ScoreMod& m, int t) {
-  return detail::log1p_(static_cast<T>(t) * static_cast<T>(m.inv_tau));
+ATTN_HD T scale_invariant_multiplier_of(T u) {  // a_t = sqrt(1 + 2·ln(1 + t/τ))
+  return detail::sqrt_(T(1) + T(2) * detail::log1p_(u));
+}
+template <class T>
+ATTN_HD T scale_invariant_bias_of(T u) {  // m_t = −2·ln(1 + t/τ)
+  return T(-2) * detail::log1p_(u);
+}
+
+template <class T>
+ATTN_HD T t_over_tau(const ScoreMod& m, int t) {
+  return static_cast<T>(t) * static_cast<T>(m.inv_tau);
 }
 
 template <class T>
@@ -102,14 +113,13 @@ ATTN_HD T row_factor(const ScoreMod& m, int i) {
 
 template <class T>
 ATTN_HD T distance_factor(const ScoreMod& m, int t) {
-  return m.distance == DistanceMod::kScaleInvariant ? detail::sqrt_(T(1) + T(2) * si_log<T>(m, t))
-                                                    : T(1);
+  return m.distance == DistanceMod::kScaleInvariant ? scale_invariant_multiplier_of<T>(t_over_tau<T>(m, t)) : T(1);
 }
 
 // The bias without the learned table (scale-invariant's m_t).
 template <class T>
 ATTN_HD T fixed_bias(const ScoreMod& m, int t) {
-  return m.distance == DistanceMod::kScaleInvariant ? T(-2) * si_log<T>(m, t) : T(0);
+  return m.distance == DistanceMod::kScaleInvariant ? scale_invariant_bias_of<T>(t_over_tau<T>(m, t)) : T(0);
 }
 
 template <class T>

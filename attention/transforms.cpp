@@ -6,10 +6,9 @@
 
 namespace attention {
 
-double scale_invariant_multiplier(double tau, int64_t t) {
-  return std::sqrt(1.0 + 2.0 * std::log1p(double(t) / tau));
-}
-double scale_invariant_bias(double tau, int64_t t) { return -2.0 * std::log1p(double(t) / tau); }
+// The policy's formula (score_mod.h) in float64.
+double scale_invariant_multiplier(double tau, int64_t t) { return scale_invariant_multiplier_of(double(t) / tau); }
+double scale_invariant_bias(double tau, int64_t t) { return scale_invariant_bias_of(double(t) / tau); }
 
 namespace {
 
