@@ -149,9 +149,7 @@ void resolve_shape(const MethodOptions& o, Method& m) {
   if (std::isnan(o.p_rope_fraction) || o.p_rope_fraction > 1)
     bad("p_rope_fraction must be in [0, 1] (or < 0 for the variant's default), got " +
         fmt(o.p_rope_fraction));
-  m.p_rope_fraction = o.p_rope_fraction >= 0
-                          ? o.p_rope_fraction
-                          : (m.p_rope_variant == PRoPEVariant::kRespread ? 0.5 : 0.75);
+  m.p_rope_fraction = o.p_rope_fraction >= 0 ? o.p_rope_fraction : default_p_rope_fraction(m.p_rope_variant);
 
   if (m.rotary() && o.head_dim % 2 != 0)
     bad("head_dim must be even for the rotary encoding '" + to_string(m.positional) + "', got " +

@@ -12,14 +12,17 @@ namespace attention {
 
 enum class Positional { kNoPE, kRoPE, kPRoPE, kNTK, kYaRN, kALiBi };
 enum class PRoPEVariant { kRespread, kTruncate };
+// The fraction of rotary pairs p-RoPE rotates when attention.p_rope_fraction is auto.
+constexpr double default_p_rope_fraction(PRoPEVariant v) { return v == PRoPEVariant::kRespread ? 0.5 : 0.75; }
 // The logit transforms, one registry row each (transforms.cpp).
 enum class Transform { kNone, kLogN, kScaleInvariant, kInfoScale, kKerpleLog, kT5, kFire };
 // Which implementation runs the attention (attention.kernel): the float64 reference, the fused
 // CPU kernel (the CUDA kernel for CUDA tensors), or the CUDA kernel.
 enum class Kernel { kReference, kFused, kCuda };
-// The methods' numeric parameters, one registry row each (parameters.cpp).
-enum class Parameter { kTau, kRopeBase, kPRopeBase };
-constexpr int kParameterCount = 3;
+// The methods' numeric parameters, one registry row each (parameters.cpp); kCount, last, is not
+// one: their number.
+enum class Parameter { kTau, kRopeBase, kPRopeBase, kCount };
+constexpr int kParameterCount = int(Parameter::kCount);
 
 // A validated method with every default resolved.
 struct Method {
@@ -29,7 +32,7 @@ struct Method {
   PRoPEVariant p_rope_variant = PRoPEVariant::kRespread;
   // The declared parameters (parameters.h), resolved against L; read as value(Parameter::kTau).
   std::array<double, kParameterCount> values{};
-  double p_rope_fraction = 0.5;  // fraction of the D/2 pairs that rotate (p-rope)
+  double p_rope_fraction = default_p_rope_fraction(PRoPEVariant::kRespread);  // of the D/2 pairs (p-rope)
   double score_scale = 0.125;    // s = score_scale · q·k (1/sqrt(D) when the option was 0)
   int64_t train_context = 0;     // L (0 = not given; only methods that need it require it)
   int64_t heads = 1;

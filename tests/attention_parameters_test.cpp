@@ -152,3 +152,19 @@ TEST(AttentionParameters, LengthValueTextIsWhatAUserWrites) {
   EXPECT_EQ(attention::LengthValue::times_l(1e6).text(), "1000000L");
   EXPECT_DOUBLE_EQ(attention::LengthValue::times_l(1.0 / 400).resolve(4000), 10.0);
 }
+
+// p_rope_fraction: auto is the variant's fraction from its paper (respread: modded-nanogpt's half
+// of the pairs; truncate: Barbero et al.'s 0.75), the same in the config (`config show`, the run
+// id's text, the key's help) as in the resolved method.
+TEST(AttentionParameters, AutoPRopeFractionIsTheVariantsInConfigAndMethod) {
+  const auto* key = harness::config::find_key("attention.p_rope_fraction");
+  ASSERT_NE(key, nullptr);
+  const std::map<std::string, std::pair<double, std::string>> papers = {{"respread", {0.5, "0.5"}},
+                                                                        {"truncate", {0.75, "0.75"}}};
+  for (const auto& [variant, fraction] : papers) {
+    const auto c = config_of("attention: {method: p-rope, p_rope_variant: " + variant + "}\n");
+    EXPECT_EQ(key->get(c), fraction.second) << variant;
+    EXPECT_EQ(attention::resolve_method(harness::config::method_options(c)).p_rope_fraction, fraction.first) << variant;
+    EXPECT_NE(key->help.find(variant + " " + fraction.second), std::string::npos) << key->help;
+  }
+}

@@ -304,7 +304,9 @@ void add_attention_keys(std::vector<KeySpec>& s) {
     KeySpec k;
     k.path = "attention.p_rope_fraction";
     k.expected = "'auto' or a number in [0, 1]";
-    k.help = "fraction of frequency pairs p-RoPE rotates (auto: respread 0.5, truncate 0.75)";
+    k.help = fmt::format("fraction of frequency pairs p-RoPE rotates (auto: respread {}, truncate {})",
+                         attention::default_p_rope_fraction(attention::PRoPEVariant::kRespread),
+                         attention::default_p_rope_fraction(attention::PRoPEVariant::kTruncate));
     k.set = [path = k.path, expected = k.expected](RunConfig& c, const YAML::Node& n,
                                                    const Location& at) {
       if (n.IsScalar() && n.Scalar() == "auto") {
@@ -317,7 +319,9 @@ void add_attention_keys(std::vector<KeySpec>& s) {
     };
     k.get = [](const RunConfig& c) {
       const double f = c.attention.p_rope_fraction;
-      return format_double(f >= 0 ? f : (c.attention.p_rope_variant == "truncate" ? 0.75 : 0.5));
+      const auto variant = c.attention.p_rope_variant == "truncate" ? attention::PRoPEVariant::kTruncate
+                                                                     : attention::PRoPEVariant::kRespread;
+      return format_double(f >= 0 ? f : attention::default_p_rope_fraction(variant));
     };
     k.read = [](const RunConfig& c) { return method_reads(c, is_p_rope); };
     s.push_back(std::move(k));
