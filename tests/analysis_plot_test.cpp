@@ -78,3 +78,14 @@ TEST(PlotStyle, EveryPresetHasItsOwnColour) {
   for (const auto& [p, c] : first) distinct.insert(c);
   EXPECT_EQ(distinct.size(), presets.size());
 }
+
+// The presets' colours are the palette's (plot_style.cpp names each once): a fresh palette hands
+// as many groups without a preset the same colours. Rope is blue in every figure (docs/export.md).
+TEST(PlotStyle, PresetColoursAreThePalettes) {
+  analysis::Palette presets, others;
+  std::set<std::string> fixed, handed;
+  for (const auto& p : attention::preset_names()) fixed.insert(presets.group_color("method=" + p));
+  for (size_t k = 0; k < fixed.size(); ++k) handed.insert(others.group_color("group " + std::to_string(k)));
+  EXPECT_EQ(fixed, handed);
+  EXPECT_EQ(presets.group_color("method=rope"), "#0072B2");
+}

@@ -8,21 +8,29 @@ namespace analysis {
 
 namespace {
 
-// Okabe & Ito (2008) without yellow (unreadable on white), then Paul Tol's muted scheme.
+// Okabe & Ito (2008) without yellow (unreadable on white), then Paul Tol's muted scheme and a few
+// of his others: each colour named once, here.
+constexpr const char *kBlue = "#0072B2", *kVermillion = "#D55E00", *kBluishGreen = "#009E73",
+                     *kReddishPurple = "#CC79A7", *kOrange = "#E69F00", *kSkyBlue = "#56B4E9";
+constexpr const char *kWine = "#882255", *kOlive = "#999933", *kGreen = "#117733", *kIndigo = "#332288",
+                     *kTeal = "#44AA99", *kPurple = "#AA4499", *kLightBlue = "#6699CC", *kCyan = "#88CCEE",
+                     *kSand = "#DDCC77", *kBlack = "#000000", *kMagenta = "#AA3377";
+
+// In the order a group with no fixed colour gets them.
 const std::vector<std::string> kColors = {
-    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#882255", "#999933",
-    "#117733", "#332288", "#44AA99", "#AA4499", "#6699CC", "#88CCEE", "#DDCC77", "#000000", "#AA3377"};
+    kBlue,  kVermillion, kBluishGreen, kReddishPurple, kOrange,    kSkyBlue, kWine,  kOlive, kGreen,
+    kIndigo, kTeal,      kPurple,      kLightBlue,     kCyan,      kSand,    kBlack, kMagenta};
 
 // Every preset keeps one colour in every figure (PlotStyle.EveryPresetHasItsOwnColour holds this
 // list to attention::preset_names()); a τ sweep of one preset gets the free colours instead, one
 // per τ.
 const std::map<std::string, std::string> kMethodColors = {
-    {"rope", "#0072B2"},       {"alibi", "#D55E00"},     {"si+p-rope", "#009E73"},
-    {"p-rope", "#CC79A7"},     {"nope", "#E69F00"},      {"yarn", "#56B4E9"},
-    {"rope+ntk", "#332288"},   {"logn+rope", "#882255"}, {"logn+p-rope", "#999933"},
-    {"logn+ntk", "#44AA99"},   {"si+rope", "#117733"},   {"si+nope", "#AA4499"},
-    {"kerple", "#DDCC77"},     {"kerple+p-rope", "#000000"}, {"t5", "#6699CC"},
-    {"fire", "#88CCEE"},       {"fire+p-rope", "#AA3377"}};
+    {"rope", kBlue},         {"alibi", kVermillion},   {"si+p-rope", kBluishGreen},
+    {"p-rope", kReddishPurple}, {"nope", kOrange},     {"yarn", kSkyBlue},
+    {"rope+ntk", kIndigo},   {"logn+rope", kWine},     {"logn+p-rope", kOlive},
+    {"logn+ntk", kTeal},     {"si+rope", kGreen},      {"si+nope", kPurple},
+    {"kerple", kSand},       {"kerple+p-rope", kBlack}, {"t5", kLightBlue},
+    {"fire", kCyan},         {"fire+p-rope", kMagenta}};
 
 constexpr const char* kStandardTheory = "#555555";
 constexpr const char* kLognTheory = "#661100";
