@@ -47,16 +47,25 @@ using torch::autograd::variable_list;
 // block with a graph and back-propagates through it, which accumulates the parameters'
 // gradients (and fires their hooks) exactly as the plain backward does, and returns the input's.
 // The block is deterministic (no dropout), so the recomputation is the forward pass itself.
+// The block travels to the backward as a shared owner in a capsule (an IValue holds no other C++
+// object): the graph keeps the block alive however long it lives.
+struct BlockCapsule : torch::CustomClassHolder {
+  explicit BlockCapsule(std::shared_ptr<BlockImpl> b) : block(std::move(b)) {}
+  std::shared_ptr<BlockImpl> block;
+};
+
 class CheckpointedBlock : public torch::autograd::Function<CheckpointedBlock> {
  public:
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, BlockImpl* block) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, std::shared_ptr<BlockImpl> block) {
     ctx->save_for_backward({x});
-    ctx->saved_data["block"] = reinterpret_cast<int64_t>(block);  // the model outlives its graph
-    return block->forward(x);
+    torch::Tensor y = block->forward(x);
+    ctx->saved_data["block"] = c10::IValue::make_capsule(c10::make_intrusive<BlockCapsule>(std::move(block)));
+    return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto* block = reinterpret_cast<BlockImpl*>(ctx->saved_data["block"].toInt());
+    const auto capsule = c10::static_intrusive_pointer_cast<BlockCapsule>(ctx->saved_data["block"].toCapsule());
+    BlockImpl* block = capsule->block.get();
     const torch::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
     torch::Tensor y;
     {
@@ -213,7 +222,7 @@ torch::Tensor GPTImpl::features(const torch::Tensor& tokens, std::vector<attenti
   auto x = rms_norm(embed(tokens));  // (B, T, C)
   for (size_t l = 0; l < block_list.size(); ++l) {
     if (checkpoint)
-      x = CheckpointedBlock::apply(x, block_list[l].get());
+      x = CheckpointedBlock::apply(x, block_list[l].ptr());
     else
       x = block_list[l]->forward(x, 0, probes ? &(*probes)[l] : nullptr);
   }
