@@ -8,6 +8,7 @@
 #include "attention/attention.h"
 #include "attention/method.h"
 #include "attention/method_tensors.h"
+#include "test_models.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <torch/torch.h>
@@ -22,13 +23,9 @@ namespace {
 using attention::Method;
 using attention::MethodOptions;
 
+// (heads, head_dim, L) in this file's order.
 MethodOptions options_for(const std::string& method, int64_t heads, int64_t head_dim, int64_t L) {
-  MethodOptions o;
-  o.method = method;
-  o.heads = heads;
-  o.head_dim = head_dim;
-  o.train_context = L;
-  return o;
+  return test_support::method_options(method, head_dim, L, heads);
 }
 
 // The CPU allocator with a count of its allocations (it hands them to the allocator it replaces).

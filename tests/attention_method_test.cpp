@@ -8,6 +8,7 @@
 #include "attention/method.h"
 #include "attention/reference.h"
 #include "attention/score_mod.h"
+#include "test_models.h"
 
 #include <torch/torch.h>
 
@@ -22,15 +23,7 @@ namespace {
 using attention::Method;
 using attention::MethodOptions;
 
-MethodOptions opts(const std::string& method, int64_t head_dim = 16, int64_t L = 64,
-                   int64_t heads = 2) {
-  MethodOptions o;
-  o.method = method;
-  o.head_dim = head_dim;
-  o.train_context = L;
-  o.heads = heads;
-  return o;
-}
+using test_support::method_options;
 
 // ---- scale-invariant a_t, m_t ----------------------------------------------------------------
 
@@ -53,7 +46,7 @@ TEST(AttentionMethod, ScaleInvariantClosedFormAtTau10) {
 TEST(AttentionMethod, ScoreModMatchesClosedForms) {
   // The float-parameter ScoreMod the kernels consume agrees with the float64 closed forms (to the
   // precision of its float fields).
-  auto o = opts("si+p-rope");
+  auto o = method_options("si+p-rope");
   o.parameters[attention::Parameter::kTau] = 10.0;
   const Method m = attention::resolve_method(o);
   const attention::ScoreMod mod = attention::score_mod(m, 4096);
@@ -66,7 +59,7 @@ TEST(AttentionMethod, ScoreModMatchesClosedForms) {
     EXPECT_NEAR(attention::distance_bias<double>(mod, t, 0), -2 * lg, 1e-6);
   }
   // InfoScale row factor via the ScoreMod.
-  o = opts("rope", 16, 64);
+  o = method_options("rope", 16, 64);
   o.transform = "infoscale";
   const attention::ScoreMod info = attention::score_mod(attention::resolve_method(o), 1000);
   for (int n : {1, 2, 64, 65, 1000}) {
@@ -85,7 +78,7 @@ TEST(AttentionMethod, EveryRegistryTransformMatchesThePolicyAndTheReference) {
   const auto dots = torch::matmul(q, k.transpose(-2, -1))[0];  // (H, T, T)
   for (const auto& spec : attention::transforms()) {
     for (const std::string positional : {"nope", "alibi"}) {
-      auto o = opts("nope", D, L, H);
+      auto o = method_options("nope", D, L, H);
       o.positional = positional;
       o.transform = spec.name;
       o.parameters[attention::Parameter::kTau] = 0.5;
@@ -331,7 +324,7 @@ TEST(AttentionMethod, KerpleLogBiasInitAndClamp) {
   // The row's bias −r1·ln(1 + r2·t) at a hand-computed point, the per-head initial values, and
   // the module's floor.
   const auto& spec = attention::transform_spec(attention::Transform::kKerpleLog);
-  const Method m = attention::resolve_method(opts("kerple", 16, 64, 4));
+  const Method m = attention::resolve_method(method_options("kerple", 16, 64, 4));
   const double r[2] = {1.3, 0.4};
   EXPECT_NEAR(spec.learned_bias(m, r, 7), -1.3 * std::log(3.8), 1e-14);
   EXPECT_EQ(spec.learned_bias(m, r, 0), 0.0);
@@ -339,18 +332,18 @@ TEST(AttentionMethod, KerpleLogBiasInitAndClamp) {
   // Presets: kerple = NoPE × kerple-log, kerple+p-rope; r1 = 2(h + ½)/H, r2 = (h + ½)/H.
   EXPECT_EQ(m.positional, attention::Positional::kNoPE);
   EXPECT_TRUE(m.learned_bias());
-  EXPECT_EQ(attention::resolve_method(opts("kerple+p-rope")).positional, attention::Positional::kPRoPE);
+  EXPECT_EQ(attention::resolve_method(method_options("kerple+p-rope")).positional, attention::Positional::kPRoPE);
   const auto init = attention::initial_learned_values(m);  // (H, 2)
   ASSERT_EQ(init.size(), 8u);
   for (int h = 0; h < 4; ++h) {
     EXPECT_DOUBLE_EQ(init[size_t(2 * h)], 2.0 * (h + 0.5) / 4);
     EXPECT_DOUBLE_EQ(init[size_t(2 * h + 1)], (h + 0.5) / 4);
   }
-  EXPECT_TRUE(attention::initial_learned_values(attention::resolve_method(opts("alibi"))).empty());
+  EXPECT_TRUE(attention::initial_learned_values(attention::resolve_method(method_options("alibi"))).empty());
 
   // The module registers kerple_r1, kerple_r2 (H), as checkpoints before the bias became a
   // table did, and clamps them to 0.01 before a forward.
-  attention::CausalAttention attn(opts("kerple", 8, 16, 2));
+  attention::CausalAttention attn(method_options("kerple", 8, 16, 2));
   const auto params = attn->named_parameters();
   ASSERT_TRUE(params.contains("kerple_r1") && params.contains("kerple_r2"));
   EXPECT_EQ(params["kerple_r1"].sizes(), torch::IntArrayRef({2}));
@@ -387,7 +380,7 @@ TEST(AttentionMethod, ScoreModPerPreset) {
                         Want{"si+nope", RowFactor::kNone, DistanceMod::kScaleInvariant},
                         Want{"kerple", RowFactor::kNone, DistanceMod::kNone},
                         Want{"kerple+p-rope", RowFactor::kNone, DistanceMod::kNone}}) {
-    const auto mod = attention::score_mod(attention::resolve_method(opts(w.name)), 128);
+    const auto mod = attention::score_mod(attention::resolve_method(method_options(w.name)), 128);
     EXPECT_EQ(mod.row, w.row) << w.name;
     EXPECT_EQ(mod.distance, w.dist) << w.name;
     EXPECT_EQ(mod.head_scale, nullptr);
@@ -397,9 +390,9 @@ TEST(AttentionMethod, ScoreModPerPreset) {
   // Every preset resolves, under a name of its own.
   const auto names = attention::preset_names();
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size());
-  for (const auto& name : names) EXPECT_EQ(attention::resolve_method(opts(name)).preset, name);
+  for (const auto& name : names) EXPECT_EQ(attention::resolve_method(method_options(name)).preset, name);
   // Overrides compose: NoPE positions with the InfoScale transform.
-  auto o = opts("si+p-rope");
+  auto o = method_options("si+p-rope");
   o.positional = "alibi";
   o.transform = "infoscale";
   const Method m = attention::resolve_method(o);
@@ -439,15 +432,15 @@ bool change(attention::ParameterValues& p, size_t n) {
 
 TEST(AttentionMethod, OptionsKeyVisitsEveryField) {
   size_t visited = 0;
-  const MethodOptions o = opts("si+p-rope");
+  const MethodOptions o = method_options("si+p-rope");
   attention::for_each_field(o, [&](const auto&) { ++visited; });
   EXPECT_EQ(visited, field_count<attention::MethodConfig>() + field_count<MethodOptions>() - 1)
       << "a field of MethodConfig or MethodOptions that for_each_field (method_options.h) leaves out";
 }
 
 TEST(AttentionMethod, OptionsKeyChangesWithEveryField) {
-  const MethodOptions base = opts("si+p-rope");
-  EXPECT_EQ(attention::options_key(base), attention::options_key(opts("si+p-rope")));
+  const MethodOptions base = method_options("si+p-rope");
+  EXPECT_EQ(attention::options_key(base), attention::options_key(method_options("si+p-rope")));
   std::set<std::string> keys{attention::options_key(base)};
   size_t changes = 0, field = 0;
   for (;; ++field) {
@@ -471,19 +464,19 @@ TEST(AttentionMethod, OptionsKeyChangesWithEveryField) {
 // ---- inspect ------------------------------------------------------------------------------------
 
 TEST(AttentionMethod, InspectShowsMultiplierBiasAndFrequencies) {
-  auto o = opts("si+p-rope", 64, 1024);
+  auto o = method_options("si+p-rope", 64, 1024);
   o.parameters[attention::Parameter::kTau] = 10;
   const std::string s = attention::inspect_method(o, {0, 1, 10, 100, 1000}, 4096);
   EXPECT_NE(s.find("si+p-rope"), std::string::npos);
   EXPECT_NE(s.find("16 of 32 pairs rotate"), std::string::npos) << s;
   EXPECT_NE(s.find("1.544763529"), std::string::npos) << s;   // a_10
   EXPECT_NE(s.find("-1.386294361"), std::string::npos) << s;  // m_10
-  auto a = opts("alibi", 64, 1024, 6);
+  auto a = method_options("alibi", 64, 1024, 6);
   const std::string sa = attention::inspect_method(a, {0, 10}, 100);
   EXPECT_NE(sa.find("0.25 0.0625 0.015625 0.00390625 0.5 0.125"), std::string::npos) << sa;
-  EXPECT_NE(attention::inspect_method(opts("rope+ntk", 64, 1024), {1}, 4096).find("NTK base"),
+  EXPECT_NE(attention::inspect_method(method_options("rope+ntk", 64, 1024), {1}, 4096).find("NTK base"),
             std::string::npos);
-  EXPECT_NE(attention::inspect_method(opts("yarn", 64, 1024), {1}, 4096).find("1.29648"),
+  EXPECT_NE(attention::inspect_method(method_options("yarn", 64, 1024), {1}, 4096).find("1.29648"),
             std::string::npos);  // (0.1·ln 4 + 1)^2
 }
 

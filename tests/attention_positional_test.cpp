@@ -7,6 +7,7 @@
 #include "attention/method.h"
 #include "attention/reference.h"
 #include "attention/score_mod.h"
+#include "test_models.h"
 
 #include <torch/torch.h>
 
@@ -19,22 +20,14 @@ namespace {
 using attention::Method;
 using attention::MethodOptions;
 
-MethodOptions opts(const std::string& method, int64_t head_dim = 16, int64_t L = 64,
-                   int64_t heads = 2) {
-  MethodOptions o;
-  o.method = method;
-  o.head_dim = head_dim;
-  o.train_context = L;
-  o.heads = heads;
-  return o;
-}
+using test_support::method_options;
 
 }  // namespace
 
 // ---- rotary frequency tables ------------------------------------------------------------------
 
 TEST(AttentionMethod, RopeFrequencies) {
-  const Method m = attention::resolve_method(opts("rope", 16));
+  const Method m = attention::resolve_method(method_options("rope", 16));
   const auto f = attention::rotary_frequencies(m, 100);
   ASSERT_EQ(f.size(), 8u);
   for (int k = 0; k < 8; ++k) EXPECT_NEAR(f[k], std::pow(10000.0, -2.0 * k / 16), 1e-15);
@@ -42,7 +35,7 @@ TEST(AttentionMethod, RopeFrequencies) {
 
 TEST(AttentionMethod, PRopeRespreadFrequencies) {
   // modded-nanogpt: (1/1024)^linspace(0, 1, D/4) on the first D/4 pairs, 0 on the rest.
-  const Method m = attention::resolve_method(opts("p-rope", 16));
+  const Method m = attention::resolve_method(method_options("p-rope", 16));
   const auto f = attention::rotary_frequencies(m, 100);
   const std::vector<double> want = {1.0,
                                     std::pow(1024.0, -1.0 / 3),
@@ -55,7 +48,7 @@ TEST(AttentionMethod, PRopeRespreadFrequencies) {
   ASSERT_EQ(f.size(), want.size());
   for (size_t k = 0; k < want.size(); ++k) EXPECT_NEAR(f[k], want[k], 1e-15) << k;
   // Fraction 0.25 of D = 64 → 8 pairs rotate, spread down to 1/256 with p_rope_base 256.
-  auto o = opts("p-rope", 64);
+  auto o = method_options("p-rope", 64);
   o.p_rope_fraction = 0.25;
   o.parameters[attention::Parameter::kPRopeBase] = 256;
   const auto g = attention::rotary_frequencies(attention::resolve_method(o), 10);
@@ -65,7 +58,7 @@ TEST(AttentionMethod, PRopeRespreadFrequencies) {
 
 TEST(AttentionMethod, PRopeTruncateFrequencies) {
   // Barbero et al.: RoPE's base^(−2k/D), only the highest fraction p (default 0.75) kept.
-  auto o = opts("p-rope", 16);
+  auto o = method_options("p-rope", 16);
   o.p_rope_variant = "truncate";
   const auto f = attention::rotary_frequencies(attention::resolve_method(o), 100);
   ASSERT_EQ(f.size(), 8u);
@@ -82,7 +75,7 @@ TEST(AttentionMethod, PRopeTruncateFrequencies) {
 
 TEST(AttentionMethod, NtkBaseAtFourTimesTrainingContext) {
   const int64_t L = 64, D = 16;
-  const Method m = attention::resolve_method(opts("rope+ntk", D, L));
+  const Method m = attention::resolve_method(method_options("rope+ntk", D, L));
   const double want = 10000.0 * std::pow(4.0, 16.0 / 14.0);
   EXPECT_NEAR(attention::ntk_base(m, 4 * L), want, 1e-9 * want);
   EXPECT_EQ(attention::ntk_base(m, L), 10000.0);  // T ≤ L: plain RoPE
@@ -95,7 +88,7 @@ TEST(AttentionMethod, NtkBaseAtFourTimesTrainingContext) {
 
 TEST(AttentionMethod, YarnTemperatureAndByPartsFrequencies) {
   const int64_t L = 256, D = 16;
-  const Method m = attention::resolve_method(opts("yarn", D, L));
+  const Method m = attention::resolve_method(method_options("yarn", D, L));
   // Temperature: logits × (0.1·ln s + 1)² for s = T/L > 1, identity otherwise.
   EXPECT_NEAR(attention::yarn_logit_multiplier(m, 4 * L), std::pow(0.1 * std::log(4.0) + 1, 2),
               1e-14);
@@ -138,7 +131,7 @@ TEST(AttentionMethod, AlibiSlopes) {
   for (int h = 0; h < 8; ++h) EXPECT_DOUBLE_EQ(s12[h], std::pow(2.0, -(h + 1.0)));
   for (int h = 0; h < 4; ++h) EXPECT_DOUBLE_EQ(s12[8 + h], std::pow(2.0, -(0.5 + h)));
   // The method's bias is −m_h·t.
-  const Method m = attention::resolve_method(opts("alibi", 16, 0, 6));
+  const Method m = attention::resolve_method(method_options("alibi", 16, 0, 6));
   EXPECT_DOUBLE_EQ(attention::distance_bias(m, 10, 4), -0.5 * 10);
   EXPECT_DOUBLE_EQ(attention::distance_multiplier(m, 10), 1.0);
 }
@@ -146,25 +139,25 @@ TEST(AttentionMethod, AlibiSlopes) {
 // ---- LogN ---------------------------------------------------------------------------------------
 
 TEST(AttentionMethod, LogNRowFactorAndInitialScale) {
-  const Method m = attention::resolve_method(opts("logn+rope", 16, 64));
+  const Method m = attention::resolve_method(method_options("logn+rope", 16, 64));
   for (int64_t n : {1, 2, 10, 64, 1000})
     EXPECT_NEAR(attention::row_multiplier(m, n), std::log(double(n)), 1e-15);
   EXPECT_NEAR(attention::initial_head_scale(m), 1.0 / std::log(64.0), 1e-15);
   // The module registers the learned s_h under "logn_scale", initialised to 1/ln L.
-  attention::CausalAttention attn(opts("logn+rope", 16, 64, 3));
+  attention::CausalAttention attn(method_options("logn+rope", 16, 64, 3));
   auto params = attn->named_parameters();
   ASSERT_TRUE(params.contains("logn_scale"));
   const auto s = params["logn_scale"];
   ASSERT_EQ(s.sizes(), torch::IntArrayRef({3}));
   for (int h = 0; h < 3; ++h) EXPECT_NEAR(s[h].item<double>(), 1.0 / std::log(64.0), 1e-7);
   EXPECT_TRUE(s.requires_grad());
-  attention::CausalAttention plain(opts("rope"));
+  attention::CausalAttention plain(method_options("rope"));
   EXPECT_EQ(plain->named_parameters().size(), 0u);
   // Per-row factor in the reference logits: row i of logits = s_h·ln(i+1)·s.
   torch::manual_seed(3);
   const auto q = torch::randn({1, 3, 9, 16}, torch::kFloat64);
   const auto k = torch::randn({1, 3, 9, 16}, torch::kFloat64);
-  auto nope = opts("nope", 16, 64, 3);
+  auto nope = method_options("nope", 16, 64, 3);
   const auto plain_logits = attention::reference_logits(q, k, attention::resolve_method(nope));
   nope.transform = "logn";
   const auto hs = torch::tensor({0.5, 1.0, 2.0}, torch::kFloat64);
@@ -181,7 +174,7 @@ TEST(AttentionMethod, LogNRowFactorAndInitialScale) {
 
 TEST(AttentionMethod, RotationPreservesNormsAndDependsOnlyOnDistance) {
   for (const char* name : {"rope", "p-rope", "rope+ntk", "yarn"}) {
-    const Method m = attention::resolve_method(opts(name, 16, 32));
+    const Method m = attention::resolve_method(method_options(name, 16, 32));
     const int64_t T = 128;  // 4L: ntk / yarn scaled
     const auto tables = attention::rotary_tables(m, T, torch::kFloat64);
     torch::manual_seed(7);
@@ -204,7 +197,7 @@ TEST(AttentionMethod, RotationPreservesNormsAndDependsOnlyOnDistance) {
 
 TEST(AttentionMethod, FusedRotaryMatchesComposedValuesAndGradients) {
   for (const char* name : {"rope", "p-rope", "yarn"}) {
-    const Method m = attention::resolve_method(opts(name, 16, 32));
+    const Method m = attention::resolve_method(method_options(name, 16, 32));
     const int64_t T = 40;
     torch::manual_seed(8);
     for (const auto dtype : {torch::kFloat64, torch::kFloat32}) {

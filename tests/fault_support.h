@@ -94,4 +94,20 @@ struct FaultRun {
   }
 };
 
+// A finished run's table exported once to <tmp>/out/table.md: the export's arguments and the
+// file as written, for the tests that fail the next export of it.
+struct ExportedTable {
+  fs::path table;
+  std::vector<std::string> args;
+  std::string before;
+};
+inline void export_table_once(const FaultRun& run, ExportedTable& out) {
+  ASSERT_EQ(run.train("run", {}).code, 0);
+  out.table = run.tmp.path / "out" / "table.md";
+  out.args = {"export", "table", run.dir("run").string(), "--out", out.table.string()};
+  ASSERT_EQ(run_with_faults(out.args, {}, run.tmp.path / "export.log").code, 0);
+  out.before = test_support::read_text(out.table);
+  ASSERT_FALSE(out.before.empty());
+}
+
 }  // namespace

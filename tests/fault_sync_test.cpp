@@ -51,12 +51,9 @@ TEST(FaultsAfterTheWrite, AFailedFsyncOrRenameOfACheckpointStopsTheRunAndSaysSo)
 // An export's table: the previous file stays, whichever call fails, and the error names the file.
 TEST(FaultsAfterTheWrite, AnExportWhoseFsyncCloseOrRenameFailsKeepsThePreviousFile) {
   FaultRun run;
-  ASSERT_EQ(run.train("run", {}).code, 0);
-  const fs::path table = run.tmp.path / "out" / "table.md";
-  const std::vector<std::string> args = {"export", "table", run.dir("run").string(), "--out", table.string()};
-  ASSERT_EQ(run_with_faults(args, {}, run.tmp.path / "export.log").code, 0);
-  const std::string before = test_support::read_text(table);
-  ASSERT_FALSE(before.empty());
+  ExportedTable exported;
+  ASSERT_NO_FATAL_FAILURE(export_table_once(run, exported));
+  const auto& [table, args, before] = exported;
   for (const std::string call : {"fsync", "close", "rename"}) {
     const Result r = run_with_faults(args, {{"HARNESS_FAULT_FILE", "table.md"}, {"HARNESS_FAULT_CALL", call},
                                             {"HARNESS_FAULT_ERRNO", "EIO"}}, run.tmp.path / "export.log");

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "attention/method.h"
 #include "models/gpt.h"
 
 namespace test_support {
@@ -17,6 +19,17 @@ inline models::GPTOptions small_gpt_options(int64_t context, int64_t d_model = 3
   o.heads = heads;
   o.head_dim = d_model / heads;
   o.attention.train_context = context;
+  return o;
+}
+
+// A method's options: `method` in `heads` heads of `head_dim`, trained at L.
+inline attention::MethodOptions method_options(const std::string& method, int64_t head_dim = 16, int64_t L = 64,
+                                               int64_t heads = 2) {
+  attention::MethodOptions o;
+  o.method = method;
+  o.head_dim = head_dim;
+  o.train_context = L;
+  o.heads = heads;
   return o;
 }
 

@@ -39,6 +39,7 @@
 
 #include <fmt/format.h>
 
+#include "fuzz_scratch.h"
 #include "harness/config/engine_options.h"
 #include "harness/config/schema.h"
 #include "harness/data/windows.h"
@@ -128,15 +129,7 @@ void check_shapes(const char* reader, const Shapes& before, models::GPT& model) 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   torch::set_num_threads(1);
   spdlog::set_level(spdlog::level::off);  // the readers' warnings (a skipped checkpoint)
-  const std::string prefix = "harness-fuzz-checkpoint-";
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/dev/shm", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
-  }
-  g_scratch = "/dev/shm/" + prefix + std::to_string(::getpid());
+  g_scratch = fuzz::scratch_dir("harness-fuzz-checkpoint-");
   g_run_dir = g_scratch + "/run";
   g_list_dir = g_scratch + "/list";
   fs::create_directories(g_run_dir);

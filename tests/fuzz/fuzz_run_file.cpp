@@ -27,6 +27,7 @@
 #include <string>
 #include <typeinfo>
 
+#include "fuzz_scratch.h"
 #include "analysis/run_set.h"
 #include "results/hdf5_io.h"
 #include "results/run_file.h"
@@ -90,17 +91,7 @@ void check_record(const results::RunRecord& r) {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  // Folders of earlier processes that crashed (fork mode's jobs end on a crash, before atexit).
-  const std::string prefix = "harness-fuzz-run-file-";
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/dev/shm", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
-  }
-  g_dir = "/dev/shm/" + prefix + std::to_string(::getpid());
-  fs::create_directories(g_dir);
+  g_dir = fuzz::scratch_dir("harness-fuzz-run-file-");
   g_file = g_dir + "/run.h5";
   std::atexit(remove_scratch);
   return 0;

@@ -28,6 +28,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "fuzz_scratch.h"
 #include "harness/common/errors.h"
 #include "harness/data/token_shard.h"
 
@@ -98,16 +99,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     std::exit(0);
   }
   // Folders of earlier processes that crashed (before atexit).
-  const std::string prefix = "harness-fuzz-shard-";
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/dev/shm", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-    if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
-  }
-  g_dir = "/dev/shm/" + prefix + std::to_string(::getpid());
-  fs::create_directories(g_dir);
+  g_dir = fuzz::scratch_dir("harness-fuzz-shard-");
   g_file = g_dir + "/fuzz_train_000000.bin";
   std::atexit(remove_scratch);
   return 0;
