@@ -31,13 +31,17 @@ if [ "$render_only" = 0 ]; then
   rm -rf "$DATA" && mkdir -p "$DATA"
   cp "$DATA.tmp"/tau-law-curves.csv "$DATA.tmp"/*.png "$DATA.tmp"/tau_law_*.csv "$DATA" && rm -rf "$DATA.tmp"
   runs=$(awk -F, 'NR > 1 {print $1 "," $3 "," $4}' "$DATA/tau-law-curves.csv" | sort -u | wc -l)
+  done_runs=$(mktemp -d)  # the finished runs only, for their revisions
+  "$HARNESS" sweep plan "$SWEEP" | awk '$NF == "done" {print $1}' |
+    while read -r id; do ln -s "$PWD/runs/tau-law-sqrt2/$id" "$done_runs/$id"; done
   {
     echo "Data written by \`scripts/results-tau-law.sh\` on $(date -u +%Y-%m-%d) at revision"
     echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- || echo -dirty), $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores:"
     echo "$runs finished runs of \`$SWEEP\` (of $("$HARNESS" sweep plan "$SWEEP" | grep -c ' #')), trained at revision(s)"
-    echo "$(trained runs/tau-law-sqrt2) (each run.h5's /config git_revision), each re-validated on"
+    echo "$(trained "$done_runs") (each run.h5's /config git_revision), each re-validated on"
     echo "$TOKENS tokens per context."
   } > "$DATA/provenance.md"
+  rm -rf "$done_runs"
 fi
 
 [ -f "$DATA/tau-law-curves.csv" ] || { echo "results-tau-law: no $DATA/tau-law-curves.csv" >&2; exit 2; }
