@@ -25,6 +25,10 @@ TOKENS=${RESULTS_TOKENS:-65536}
 
 if [ "$render_only" = 0 ]; then
   source scripts/results-lib.sh  # trained
+  run_minutes() {  # the training seconds of the runs under $1, summed, in minutes
+    "${PYTHON:-.venv/bin/python}" -c 'import glob, sys, h5py
+print(round(sum(h5py.File(p, "r")["train/seconds"][-1] for p in glob.glob(sys.argv[1] + "/*/run.h5")) / 60))' "$1"
+  }
   "$HARNESS" analyse "$SWEEP" --tokens "$TOKENS" --threads "${RESULTS_JOBS:-$(nproc)}" >/dev/null
   mkdir -p "$DATA"
   "$HARNESS" tau law "$SWEEP" --out "$DATA.tmp" >/dev/null
@@ -39,7 +43,8 @@ if [ "$render_only" = 0 ]; then
     echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- || echo -dirty), $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores:"
     echo "$runs finished runs of \`$SWEEP\` (of $("$HARNESS" sweep plan "$SWEEP" | grep -c ' #')), trained at revision(s)"
     echo "$(trained "$done_runs") (each run.h5's /config git_revision), each re-validated on"
-    echo "$TOKENS tokens per context."
+    echo "$TOKENS tokens per context. Their training took $(run_minutes "$done_runs") run-minutes in all"
+    echo "(run.h5's /train/seconds, validation excluded; 2 runs at a time on the 2 cores, beside other work)."
   } > "$DATA/provenance.md"
   rm -rf "$done_runs"
 fi
