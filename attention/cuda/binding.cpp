@@ -134,7 +134,7 @@ Gradients fused_attention_backward_pass(const torch::Tensor& q, const torch::Ten
   args.dk = g.dk.data_ptr();
   args.dv = g.dv.data_ptr();
   args.dhead_scale = g.dhead_scale.defined() ? g.dhead_scale.data_ptr<float>() : nullptr;
-  args.dbias_by_distance = g.dbias_table.defined() ? g.dbias_table.data_ptr<float>() : nullptr;
+  args.dbias_table = g.dbias_table.defined() ? g.dbias_table.data_ptr<float>() : nullptr;
   const torch::Tensor workspace = torch::empty(
       {static_cast<int64_t>(fused_attention_backward_workspace_bytes(args))},
       q.options().dtype(torch::kUInt8));

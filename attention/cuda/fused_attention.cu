@@ -451,7 +451,7 @@ size_t fire_backward_smem_bytes(const ScoreMod& mod) {
 // One block per (64-key tile, batch·head): dk and dv of the tile accumulate in registers over the
 // query tiles at and below the diagonal; dq is accumulated across blocks with fp32 atomics into
 // dq_accum (zeroed beforehand). Grid: (ceil(T / 64), B·H). QueryBias: mod has a FIRE table; its
-// gradient (H, G + 2) goes to dbias_by_distance.
+// gradient (H, G + 2) goes to dbias_table.
 template <class Elem, int D, bool QueryBias>
 __global__ void __launch_bounds__(kThreads)
     backward_kernel(const Elem* __restrict__ q,       // (B, H, T, D)
@@ -465,7 +465,7 @@ __global__ void __launch_bounds__(kThreads)
                     Elem* __restrict__ dk,            // (B, H, T, D)
                     Elem* __restrict__ dv,            // (B, H, T, D)
                     float* __restrict__ dhead_scale,  // (H) zeroed, or null
-                    float* __restrict__ dbias_by_distance,  // (H, T) or (H, G + 2) zeroed, or null
+                    float* __restrict__ dbias_table,  // (H, T) or (H, G + 2) zeroed, or null
                     int heads, int seq_len, ScoreMod mod) {
   constexpr int kLd = D + kPad;
   constexpr int kColGroups = D / 64;
@@ -503,8 +503,8 @@ __global__ void __launch_bounds__(kThreads)
   const float head_scale = mod.head_scale ? mod.head_scale[head] : 1.f;
   const bool want_dhead_scale = mod.head_scale != nullptr && dhead_scale != nullptr;
   // A distance table's gradient per distance; a FIRE table's (QueryBias) per grid point, c and L.
-  const bool want_dbias = !QueryBias && mod.bias_table != nullptr && dbias_by_distance != nullptr;
-  const bool want_dfire = QueryBias && dbias_by_distance != nullptr;
+  const bool want_dbias = !QueryBias && mod.bias_table != nullptr && dbias_table != nullptr;
+  const bool want_dfire = QueryBias && dbias_table != nullptr;
   const FireRow<float> fire = fire_row(mod, head);  // global memory: tables and row terms
   const FireRow<float> fire_s{fire_f, fire.G};      // shared memory: per pair
   if constexpr (QueryBias) {  // visible after the first query tile's barrier
@@ -607,7 +607,7 @@ __global__ void __launch_bounds__(kThreads)
       const int t_first = i0 - j0 - (kBlockK - 1);
       for (int d = threadIdx.x; d < kDistances; d += kThreads) {
         const int t = d + t_first;
-        if (t >= 0 && t < seq_len) atomicAdd(dbias_by_distance + static_cast<size_t>(head) * seq_len + t, dist_grad[d]);
+        if (t >= 0 && t < seq_len) atomicAdd(dbias_table + static_cast<size_t>(head) * seq_len + t, dist_grad[d]);
       }
     }
 
@@ -672,7 +672,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // This block's d loss/d FIRE table into the head's row of (H, G + 2).
   if constexpr (QueryBias) {
-    if (want_dfire) flush_fire_gradient<kThreads>(dbias_by_distance, head, fire.G, fire_grad);  // uniform
+    if (want_dfire) flush_fire_gradient<kThreads>(dbias_table, head, fire.G, fire_grad);  // uniform
   }
 
   // Σ over the block, then over blocks (and batches) with one atomic per block.
@@ -707,10 +707,10 @@ bool valid_shape(const FusedArgs& args) {
          (!has_query_bias(args.mod) || supported_fire_table_len(args.mod.bias_table_len));
 }
 
-// Zeroes dbias_by_distance (H, bias_gradient_len) when set.
+// Zeroes dbias_table (H, bias_gradient_len) when set.
 cudaError_t clear_dbias(const FusedArgs& args, cudaStream_t stream) {
-  if (args.dbias_by_distance == nullptr) return cudaSuccess;
-  return cudaMemsetAsync(args.dbias_by_distance, 0,
+  if (args.dbias_table == nullptr) return cudaSuccess;
+  return cudaMemsetAsync(args.dbias_table, 0,
                          static_cast<size_t>(args.heads) * bias_gradient_len(args) * sizeof(float), stream);
 }
 
@@ -769,7 +769,7 @@ cudaError_t launch_backward(const FusedArgs& args, cudaStream_t stream) {
       static_cast<const Elem*>(args.v), static_cast<const Elem*>(args.d_o), args.lse, delta,
       args.fixed_logit_mean, dq_accum,
       static_cast<Elem*>(args.dk), static_cast<Elem*>(args.dv), args.dhead_scale,
-      args.dbias_by_distance, args.heads, args.seq_len, args.mod);
+      args.dbias_table, args.heads, args.seq_len, args.mod);
   status = cudaGetLastError();
   if (status != cudaSuccess) return status;
 
@@ -815,7 +815,7 @@ std::size_t fused_attention_backward_workspace_bytes(const FusedArgs& args) {
 cudaError_t fused_attention_backward(const FusedArgs& args, cudaStream_t stream) {
   if (!valid_shape(args)) return cudaErrorInvalidValue;
   if (empty(args)) {
-    // Nothing to differentiate, but dhead_scale and dbias_by_distance are still outputs.
+    // Nothing to differentiate, but dhead_scale and dbias_table are still outputs.
     cudaError_t status = args.dhead_scale
                              ? cudaMemsetAsync(args.dhead_scale, 0, args.heads * sizeof(float), stream)
                              : cudaSuccess;

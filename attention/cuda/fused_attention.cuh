@@ -74,7 +74,7 @@ struct FusedArgs {
   // gradient of the entry at distance t; for a FIRE table (H, G + 2): the gradient of f's grid
   // points, c and L (score_mod.h: fire_pair_gradient). Overwritten (zeros when mod.bias_table is
   // null).
-  float* dbias_by_distance = nullptr;
+  float* dbias_table = nullptr;
   void* workspace = nullptr;     // fused_attention_backward_workspace_bytes(args) bytes of device
                                  // memory, 256-byte aligned; contents need no initialisation
 };
@@ -82,7 +82,7 @@ struct FusedArgs {
 // Whether the kernels support this head dim / element type.
 bool fused_attention_supported(int head_dim, DType dtype);
 
-// Entries per head of dbias_by_distance: the FIRE table's row length G + 2, else T.
+// Entries per head of dbias_table: the FIRE table's row length G + 2, else T.
 inline int bias_gradient_len(const FusedArgs& args) {
   return has_query_bias(args.mod) ? args.mod.bias_table_len : args.seq_len;
 }
@@ -95,7 +95,7 @@ cudaError_t fused_attention_forward(const FusedArgs& args, cudaStream_t stream);
 // element type is bf16.
 std::size_t fused_attention_backward_workspace_bytes(const FusedArgs& args);
 
-// Writes dq, dk, dv, dhead_scale and dbias_by_distance from q, k, v, o, lse, fixed_logit_mean (of the forward pass)
+// Writes dq, dk, dv, dhead_scale and dbias_table from q, k, v, o, lse, fixed_logit_mean (of the forward pass)
 // and d_o. Asynchronous on `stream`.
 cudaError_t fused_attention_backward(const FusedArgs& args, cudaStream_t stream);
 

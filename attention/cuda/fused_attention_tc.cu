@@ -507,9 +507,9 @@ __device__ __forceinline__ void fill_row_terms(float* terms, const float* lse, c
 // alternatives are a second pass over query tiles (recomputing P and dP once more: ~1.4× the
 // backward's MMA work) or per-key-tile partial dQ buffers (T/64 × the size of dQ); FlashAttention-2
 // takes the atomics too. Floating-point addition is not associative and the order in which blocks'
-// atomicAdds land varies from run to run, so dq (and dhead_scale, dbias_by_distance, also summed
+// atomicAdds land varies from run to run, so dq (and dhead_scale, dbias_table, also summed
 // with atomics) are NOT bit-for-bit reproducible between GPU runs; dk, dv, o and lse are.
-// kQueryBias: mod has a FIRE table; its gradient (H, G + 2) goes to dbias_by_distance.
+// kQueryBias: mod has a FIRE table; its gradient (H, G + 2) goes to dbias_table.
 template <int D, bool kQueryBias>
 __global__ void __launch_bounds__(kThreads)
     tc_backward_kernel(const bf16* __restrict__ q,          // (B, H, T, D)
@@ -523,7 +523,7 @@ __global__ void __launch_bounds__(kThreads)
                        bf16* __restrict__ dk,               // (B, H, T, D)
                        bf16* __restrict__ dv,               // (B, H, T, D)
                        float* __restrict__ dhead_scale,     // (H) zeroed, or null
-                       float* __restrict__ dbias_by_distance,  // (H, T) or (H, G + 2) zeroed, or null
+                       float* __restrict__ dbias_table,  // (H, T) or (H, G + 2) zeroed, or null
                        int heads, int seq_len, ScoreMod mod) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kTileElems = kTileK * D;
@@ -564,8 +564,8 @@ __global__ void __launch_bounds__(kThreads)
   const float head_scale = mod.head_scale ? mod.head_scale[head] : 1.f;
   const bool want_dhead_scale = mod.head_scale != nullptr && dhead_scale != nullptr;
   // A distance table's gradient per distance; a FIRE table's (kQueryBias) per grid point, c and L.
-  const bool want_dbias = !kQueryBias && mod.bias_table != nullptr && dbias_by_distance != nullptr;
-  const bool want_dfire = kQueryBias && dbias_by_distance != nullptr;
+  const bool want_dbias = !kQueryBias && mod.bias_table != nullptr && dbias_table != nullptr;
+  const bool want_dfire = kQueryBias && dbias_table != nullptr;
   const FireRow<float> fire = fire_row(mod, head);  // global memory: tables and row terms
   const FireRow<float> fire_s{fire_f, fire.G};      // shared memory: per pair
 
@@ -779,7 +779,7 @@ __global__ void __launch_bounds__(kThreads)
         const float value = dist_grad[d];
         dist_grad[d] = 0.f;
         if (t >= 0 && t < seq_len && value != 0.f)
-          atomicAdd(dbias_by_distance + static_cast<size_t>(head) * seq_len + t, value);
+          atomicAdd(dbias_table + static_cast<size_t>(head) * seq_len + t, value);
       }
     }
 
@@ -830,7 +830,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // This block's d loss/d FIRE table into the head's row of (H, G + 2).
   if constexpr (kQueryBias) {
-    if (want_dfire) flush_fire_gradient<kThreads>(dbias_by_distance, head, fire.G, fire_grad);  // uniform
+    if (want_dfire) flush_fire_gradient<kThreads>(dbias_table, head, fire.G, fire_grad);  // uniform
   }
 
   if (want_dhead_scale) {  // uniform across the block
@@ -902,8 +902,8 @@ cudaError_t launch_backward(const FusedArgs& args, cudaStream_t stream) {
     status = cudaMemsetAsync(args.dhead_scale, 0, args.heads * sizeof(float), stream);
     if (status != cudaSuccess) return status;
   }
-  if (args.dbias_by_distance != nullptr) {
-    status = cudaMemsetAsync(args.dbias_by_distance, 0,
+  if (args.dbias_table != nullptr) {
+    status = cudaMemsetAsync(args.dbias_table, 0,
                              static_cast<size_t>(args.heads) * bias_gradient_len(args) * sizeof(float), stream);
     if (status != cudaSuccess) return status;
   }
@@ -922,7 +922,7 @@ cudaError_t launch_backward(const FusedArgs& args, cudaStream_t stream) {
       static_cast<const bf16*>(args.q), static_cast<const bf16*>(args.k),
       static_cast<const bf16*>(args.v), static_cast<const bf16*>(args.d_o), args.lse, delta,
       args.fixed_logit_mean, dq_accum, static_cast<bf16*>(args.dk), static_cast<bf16*>(args.dv),
-      args.dhead_scale, args.dbias_by_distance, args.heads, args.seq_len, args.mod);
+      args.dhead_scale, args.dbias_table, args.heads, args.seq_len, args.mod);
   status = cudaGetLastError();
   if (status != cudaSuccess) return status;
 

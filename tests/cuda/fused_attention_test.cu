@@ -1,5 +1,5 @@
 // Checks the fused CUDA attention kernels (forward o and lse; backward dq, dk, dv, dhead_scale,
-// dbias_by_distance: d loss/d table of a learned distance bias or of a FIRE table)
+// dbias_table: d loss/d table of a learned distance bias or of a FIRE table)
 // against a float64 CPU implementation written straight from the formulas of score_mod.h, for
 // fp32 and bf16, D ∈ {64, 128}, T ∈ {1, 37, 200} (T = 37 and 200 are not multiples of the 64-tile)
 // and, for bf16, T = 4096 too (B = H = 1 and a subset of the score mods, to bound the float64
@@ -253,7 +253,7 @@ Result run_kernels(const std::vector<double>& q, const std::vector<double>& k,
   args.dk = dk_dev.ptr;
   args.dv = dv_dev.ptr;
   args.dhead_scale = static_cast<float*>(dhead_scale_dev.ptr);
-  args.dbias_by_distance = static_cast<float*>(dbias_dev.ptr);
+  args.dbias_table = static_cast<float*>(dbias_dev.ptr);
   DeviceBuffer workspace(attention::cuda::fused_attention_backward_workspace_bytes(args));
   args.workspace = workspace.ptr;
 
@@ -450,7 +450,7 @@ bool check_case(const ModCase& c, const Problem& p, const HeadConstants& constan
       {"dv", relative_error(got.dv, want.dv, 1e-3)},
   };
   // Without a learned head scale the kernel must leave dhead_scale at zero; likewise
-  // dbias_by_distance without a learned table.
+  // dbias_table without a learned table.
   results.push_back({"dhead_scale", relative_error(got.dhead_scale, want.dhead_scale, 1.0)});
   if (!c.head_scale)
     for (double value : got.dhead_scale)

@@ -16,7 +16,7 @@
 //  5. (mma_kernel_emulation.cpp) The forward kernel emulated warp by warp and lane by lane
 //     (fragments, the score mod per accumulator element, the online softmax with quad shuffles,
 //     P rounded to bf16 and re-packed, o and lse) and the backward kernel likewise (Sᵀ, dPᵀ, P from lse, dS, dV += Pᵀ·dO,
-//     dK += dSᵀ·Q, dSᵀ through shared memory, dQ = dS·K, dhead_scale, dbias_by_distance), against
+//     dK += dSᵀ·Q, dSᵀ through shared memory, dQ = dS·K, dhead_scale, dbias_table), against
 //     float64 naive softmax attention, for T ∈ {37, 100, 130} (one, two, three 64-key tiles, the
 //     last ragged), D = 64 (and 128 at T = 100), under scale-invariant + ALiBi, under LogN's
 //     learned head scale + KERPLE's learned bias, and under LogN's head scale + a FIRE table (the
