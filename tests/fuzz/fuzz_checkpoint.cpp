@@ -55,15 +55,7 @@ std::string g_scratch, g_run_dir, g_list_dir;
 std::unique_ptr<config::LoadedConfig> g_config;
 constexpr int64_t kVocab = 256;  // the byte tokenizer's (tests/fuzz/checkpoint.yaml's corpus)
 
-void remove_scratch() {
-  std::error_code ec;
-  fs::remove_all(g_scratch, ec);
-}
-
-[[noreturn]] void finding(const char* reader, const std::string& what) {
-  std::fprintf(stderr, "fuzz_checkpoint: %s: %s\n", reader, what.c_str());
-  std::abort();
-}
+[[noreturn]] void finding(const char* reader, const std::string& what) { fuzz::finding("fuzz_checkpoint", reader, what); }
 
 void write_file(const std::string& path, const void* data, size_t size) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -134,7 +126,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_list_dir = g_scratch + "/list";
   fs::create_directories(g_run_dir);
   fs::create_directories(g_list_dir);
-  std::atexit(remove_scratch);
   g_config = std::make_unique<config::LoadedConfig>(
       config::load_run_config(HARNESS_SOURCE_DIR "/tests/fuzz/checkpoint.yaml"));
   write_file(g_list_dir + "/checkpoint-2.pt", "x", 1);

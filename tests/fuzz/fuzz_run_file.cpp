@@ -38,15 +38,7 @@ namespace {
 
 std::string g_dir, g_file;
 
-void remove_scratch() {
-  std::error_code ec;
-  fs::remove_all(g_dir, ec);
-}
-
-[[noreturn]] void finding(const char* reader, const std::string& what) {
-  std::fprintf(stderr, "fuzz_run_file: %s: %s\n", reader, what.c_str());
-  std::abort();
-}
+[[noreturn]] void finding(const char* reader, const std::string& what) { fuzz::finding("fuzz_run_file", reader, what); }
 
 template <class F>
 bool read(const char* reader, F&& f) {
@@ -93,7 +85,6 @@ void check_record(const results::RunRecord& r) {
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   g_dir = fuzz::scratch_dir("harness-fuzz-run-file-");
   g_file = g_dir + "/run.h5";
-  std::atexit(remove_scratch);
   return 0;
 }
 

@@ -39,15 +39,7 @@ namespace {
 
 std::string g_dir, g_file;
 
-void remove_scratch() {
-  std::error_code ec;
-  fs::remove_all(g_dir, ec);
-}
-
-[[noreturn]] void finding(const char* reader, const std::string& what) {
-  std::fprintf(stderr, "fuzz_shard: %s: %s\n", reader, what.c_str());
-  std::abort();
-}
+[[noreturn]] void finding(const char* reader, const std::string& what) { fuzz::finding("fuzz_shard", reader, what); }
 
 // Runs `f`; returns its error's message, or nullopt when it succeeded.
 template <class F>
@@ -101,7 +93,6 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // Folders of earlier processes that crashed (before atexit).
   g_dir = fuzz::scratch_dir("harness-fuzz-shard-");
   g_file = g_dir + "/fuzz_train_000000.bin";
-  std::atexit(remove_scratch);
   return 0;
 }
 
