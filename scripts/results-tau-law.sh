@@ -40,8 +40,9 @@ print(round(sum(h5py.File(p, "r")["train/seconds"][-1] for p in glob.glob(sys.ar
     while read -r id; do ln -s "$PWD/runs/tau-law-sqrt2/$id" "$done_runs/$id"; done
   {
     echo "Data written by \`scripts/results-tau-law.sh\` on $(date -u +%Y-%m-%d) at revision"
-    echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- || echo -dirty), $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores:"
-    echo "$runs finished runs of \`$SWEEP\` (of $("$HARNESS" sweep plan "$SWEEP" | grep -c ' #')), trained at revision(s)"
+    echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs/results' || echo -dirty), $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores:"
+    echo "$runs runs of \`$SWEEP\` used (each τ with all its L's seeds done; $(ls "$done_runs" | wc -l) of its"
+    echo "$("$HARNESS" sweep plan "$SWEEP" | grep -c ' #') runs finished), the finished ones trained at revision(s)"
     echo "$(trained "$done_runs") (each run.h5's /config git_revision), each re-validated on"
     echo "$TOKENS tokens per context. Their training took $(run_minutes "$done_runs") run-minutes in all"
     echo "(run.h5's /train/seconds, validation excluded; 2 runs at a time on the 2 cores, beside other work)."
