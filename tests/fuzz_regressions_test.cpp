@@ -247,20 +247,24 @@ namespace {
 
 const std::string kRegressions = std::string(HARNESS_TEST_DATA) + "/fuzz-regressions";
 
-// What a loader threw: its type must be harness::InputError, its message is returned.
-template <class Load>
-std::string input_error(Load load) {
+// What `f` threw: its type must be Expected (harness::InputError for a loader's input, std::runtime_error
+// for what the command line reports), its message is returned.
+template <class Expected, class F>
+std::string error_of(F&& f) {
   try {
-    load();
-  } catch (const harness::InputError& e) {
+    f();
+  } catch (const Expected& e) {
     return e.what();
   } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw " << typeid(e).name() << ", not harness::InputError: " << e.what();
+    ADD_FAILURE() << "threw " << typeid(e).name() << ", not the type expected: " << e.what();
     return e.what();
   }
-  ADD_FAILURE() << "the input loaded";
+  ADD_FAILURE() << "did not throw";
   return "";
 }
+
+template <class Load>
+std::string input_error(Load load) { return error_of<harness::InputError>(load); }
 
 }  // namespace
 
@@ -329,20 +333,8 @@ TEST(FuzzConfig, OverlongNameIsRefusedAndLongPathsDoNotThrow) {
 
 namespace {
 
-// The error of `f`, which must be a std::runtime_error (what the command line reports).
 template <class F>
-std::string runtime_error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw " << typeid(e).name() << ": " << e.what();
-    return "";
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
+std::string runtime_error_of(F&& f) { return error_of<std::runtime_error>(f); }
 
 harness::config::LoadedConfig tiny_model_config(int d_model) {
   return harness::config::load_run_config_text(
