@@ -11,7 +11,7 @@
 #include "harness/config/engine_options.h"
 #include "harness/train/evaluate.h"
 #include "harness/train/finished_run.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "results/run_file.h"
 #include "sweeps/run_lock.h"
 

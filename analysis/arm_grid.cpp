@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace analysis {
 

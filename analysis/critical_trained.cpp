@@ -7,7 +7,7 @@
 
 #include "attention/method.h"
 #include "harness/train/finished_run.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "models/pointwise.h"
 
 namespace analysis {

@@ -10,7 +10,7 @@
 #include "analysis/theory/critical_figures.h"
 #include "analysis/theory/critical_scaling_file.h"
 #include "analysis/theory/theory_figures.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "results/hdf5_io.h"
 
 namespace fs = std::filesystem;

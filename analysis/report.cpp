@@ -13,8 +13,8 @@
 #include "analysis/export_curves.h"
 #include "analysis/html.h"
 #include "analysis/report_provenance.h"
-#include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
+#include "common/atomic_file.h"
+#include "common/errors.h"
 
 namespace fs = std::filesystem;
 

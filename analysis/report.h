@@ -45,7 +45,7 @@ std::string report_page(const RunSet& set, const TheoryGroups& theory, const std
 // Loads the runs of `input` and the theory file (analysis/run_set.h: a missing path, a directory
 // without runs, a sweep file that does not load, a file that is no theory file:
 // harness::InputError naming it, and nothing written), draws the figures and writes the page
-// atomically (harness/common/atomic_file.h).
+// atomically (common/atomic_file.h).
 ReportResult write_report(const std::string& input, const ReportOptions& options);
 
 }  // namespace analysis

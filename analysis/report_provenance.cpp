@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "analysis/html.h"
-#include "harness/common/build_info.h"
+#include "common/build_info.h"
 #include "results/run_paths.h"
 
 namespace fs = std::filesystem;

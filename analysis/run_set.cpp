@@ -8,7 +8,7 @@
 #include <set>
 
 #include "harness/config/schema.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "results/run_paths.h"
 #include "sweeps/run_status.h"
 #include "sweeps/sweep_file.h"

@@ -15,7 +15,7 @@
 // estimated peak exceeds --budget-gb and its computed size is printed instead. Times: wall-clock
 // min and median over the reps, plus the process CPU time of the median rep (all threads), which
 // shows when other processes were competing for the cores. Each child keeps freed memory for
-// reuse as `harness train` and `eval` do (harness/common/process_setup.h): with glibc's defaults
+// reuse as `harness train` and `eval` do (common/process_setup.h): with glibc's defaults
 // every call's multi-MiB outputs and operand copies were fresh pages, faulted in again each time
 // (the fused forward at T = 8192: 122.9 → 105.1 ms).
 #include "attention/attention.h"
@@ -23,7 +23,7 @@
 #include "attention/method.h"
 #include "attention/reference.h"
 #include "attention/score_mod.h"
-#include "harness/common/process_setup.h"
+#include "common/process_setup.h"
 
 #include <torch/torch.h>
 

@@ -16,7 +16,7 @@
 #include "harness/config/engine_options.h"
 #include "harness/config/run_config.h"
 #include "harness/data/token_shard.h"
-#include "harness/common/process_setup.h"
+#include "common/process_setup.h"
 #include "models/gpt.h"
 
 namespace bench {

@@ -10,7 +10,7 @@
 #include "analysis/analyse_run.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "sweeps/run_status.h"
 #include "sweeps/sweep_file.h"
 

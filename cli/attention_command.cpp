@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "harness/config/engine_options.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::cli {
 

@@ -1,5 +1,5 @@
 // The harness subcommands. Each group parses its own arguments (Boost.Program_options) and
-// returns a process exit code (harness/common/errors.h).
+// returns a process exit code (common/errors.h).
 #pragma once
 
 #include <string>

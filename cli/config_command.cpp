@@ -4,7 +4,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "harness/config/schema.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::cli {
 

@@ -9,8 +9,8 @@
 #include "analysis/run_set.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
+#include "common/atomic_file.h"
+#include "common/errors.h"
 #include "sweeps/plan.h"
 
 namespace harness::cli {

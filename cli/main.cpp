@@ -6,9 +6,9 @@
 #include <exception>
 
 #include "cli/commands.h"
-#include "harness/common/build_info.h"
-#include "harness/common/process_setup.h"
-#include "harness/common/errors.h"
+#include "common/build_info.h"
+#include "common/process_setup.h"
+#include "common/errors.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include "harness/distributed/launcher.h"
 #include "harness/train/batch_shares.h"
 #include "harness/train/trainer.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::cli {
 

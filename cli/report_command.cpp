@@ -6,7 +6,7 @@
 #include "analysis/report.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::cli {
 

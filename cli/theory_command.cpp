@@ -16,8 +16,8 @@
 #include "analysis/critical_trained.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "harness/common/errors.h"
-#include "harness/common/progress.h"
+#include "common/errors.h"
+#include "common/progress.h"
 
 namespace fs = std::filesystem;
 

@@ -12,7 +12,7 @@
 #include "attention/statistics.h"
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::cli {
 

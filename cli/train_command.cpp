@@ -5,7 +5,7 @@
 #include "harness/distributed/launcher.h"
 #include "harness/distributed/world.h"
 #include "harness/tasks/task.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::cli {
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "harness/common/atomic_file.h"
+#include "common/atomic_file.h"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include <regex>
 
 #include "harness/tasks/needle/needle_run.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/train/checkpoint_list.h"
 #include "results/run_paths.h"
 #include "results/run_file.h"

@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "harness/common/atomic_file.h"
+#include "common/atomic_file.h"
 #include "sweeps/plan.h"
 #include "sweeps/run_status.h"
 

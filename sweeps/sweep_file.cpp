@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "harness/common/did_you_mean.h"
-#include "harness/common/errors.h"
+#include "common/did_you_mean.h"
+#include "common/errors.h"
 #include "results/run_file.h"
 #include "results/run_paths.h"
 

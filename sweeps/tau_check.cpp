@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::sweeps {
 

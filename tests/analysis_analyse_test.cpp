@@ -9,7 +9,7 @@
 #include "analysis/analyse_run.h"
 #include "harness/config/schema.h"
 #include "harness/train/trainer.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "results/run_file.h"
 #include "test_support.h"
 

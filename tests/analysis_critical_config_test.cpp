@@ -8,7 +8,7 @@
 #include <string>
 
 #include "analysis/theory/critical_scaling_config.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "test_support.h"
 
 namespace {

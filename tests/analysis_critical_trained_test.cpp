@@ -13,7 +13,7 @@
 #include "harness/config/schema.h"
 #include "harness/train/finished_run.h"
 #include "harness/train/trainer.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

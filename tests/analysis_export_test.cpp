@@ -17,7 +17,7 @@
 #include "analysis/run_set.h"
 #include "analysis/theory/theory_entropy.h"
 #include "harness/config/schema.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "results/run_file.h"
 #include "test_support.h"
 

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "analysis/pairwise_gaps.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace {
 

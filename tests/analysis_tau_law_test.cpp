@@ -17,7 +17,7 @@
 #include "analysis/run_set.h"
 #include "analysis/tau/law.h"
 #include "analysis/tau/law_figure.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/schema.h"
 #include "results/run_file.h"
 #include "test_support.h"

@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "analysis/tau/verdict.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 using analysis::TauClass;
 

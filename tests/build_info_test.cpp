@@ -11,7 +11,7 @@
 #include <fstream>
 #include <string>
 
-#include "harness/common/build_info.h"
+#include "common/build_info.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

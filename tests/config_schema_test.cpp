@@ -6,8 +6,8 @@
 
 #include "harness/config/engine_options.h"
 #include "harness/config/schema.h"
-#include "harness/common/did_you_mean.h"
-#include "harness/common/errors.h"
+#include "common/did_you_mean.h"
+#include "common/errors.h"
 
 using harness::InputError;
 using harness::config::config_hash;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "harness/data/corpus.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "tests/test_support.h"
 
 namespace fs = std::filesystem;

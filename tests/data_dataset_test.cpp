@@ -10,7 +10,7 @@
 
 #include "harness/data/dataset.h"
 #include "harness/data/token_shard.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "tests/test_support.h"
 
 namespace fs = std::filesystem;

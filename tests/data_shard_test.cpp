@@ -11,7 +11,7 @@
 
 #include "harness/data/token_shard.h"
 #include "harness/data/windows.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "tests/test_support.h"
 
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 #include "harness/data/corpus.h"
 #include "harness/data/sentencepiece_library.h"
 #include "harness/data/tokenizer.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "tests/test_support.h"
 
 namespace fs = std::filesystem;

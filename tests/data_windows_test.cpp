@@ -13,7 +13,7 @@
 #include "harness/data/corpus.h"
 #include "harness/data/tokenizer.h"
 #include "harness/data/windows.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace fs = std::filesystem;
 using namespace harness::data;

@@ -27,7 +27,7 @@
 #include "harness/distributed/process_group.h"
 #include "harness/distributed/world.h"
 #include "harness/train/checkpoint.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "models/gpt.h"
 #include "models/optimizers.h"
 #include "results/run_file.h"

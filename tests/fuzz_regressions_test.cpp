@@ -17,7 +17,7 @@
 #include <typeinfo>
 #include <vector>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/engine_options.h"
 #include "harness/config/schema.h"
 #include "harness/train/checkpoint.h"

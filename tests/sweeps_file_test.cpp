@@ -12,7 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "results/run_file.h"
 #include "results/run_paths.h"
 #include "sweeps/run_status.h"

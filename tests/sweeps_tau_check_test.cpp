@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/schema.h"
 #include "results/run_file.h"
 #include "sweeps/sweep_file.h"

@@ -21,7 +21,7 @@
 #include "harness/tasks/needle/needle_task.h"
 #include "harness/tasks/task.h"
 #include "harness/train/trainer.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "models/gpt.h"
 #include "results/run_file.h"
 #include "sweeps/plan.h"

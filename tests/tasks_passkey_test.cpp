@@ -14,7 +14,7 @@
 #include "analysis/export/export_table.h"
 #include "analysis/export_curves.h"
 #include "attention/attention.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/schema.h"
 #include "harness/tasks/needle/needle_run.h"
 #include "harness/tasks/needle/passkey_eval.h"

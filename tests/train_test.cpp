@@ -15,7 +15,7 @@
 #include "harness/config/schema.h"
 #include "harness/train/run_directory.h"
 #include "harness/train/trainer.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/train/checkpoint.h"
 #include "test_support.h"
 #include "train_support.h"

@@ -11,8 +11,8 @@
 #include <tuple>
 
 #include "analysis/export/csv_field.h"
-#include "harness/common/errors.h"
-#include "harness/common/mean_se.h"
+#include "common/errors.h"
+#include "common/mean_se.h"
 #include "results/attention_group.h"
 #include "sweeps/sweep_file.h"
 

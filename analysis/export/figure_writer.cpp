@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <set>
 
-#include "harness/common/mean_se.h"
+#include "common/mean_se.h"
 
 namespace fs = std::filesystem;
 

@@ -15,7 +15,7 @@
 #include <stdexcept>
 
 #include "analysis/export/csv_field.h"
-#include "harness/common/atomic_file.h"
+#include "common/atomic_file.h"
 
 namespace fs = std::filesystem;
 

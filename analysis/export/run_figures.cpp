@@ -11,7 +11,7 @@
 
 #include "analysis/export/export_table.h"
 #include "harness/config/schema.h"
-#include "harness/common/mean_se.h"
+#include "common/mean_se.h"
 #include "sweeps/sweep_file.h"
 
 namespace analysis {

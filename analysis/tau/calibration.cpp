@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "analysis/tau/verdict.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace analysis {
 

@@ -11,7 +11,7 @@
 
 #include "analysis/tau/law.h"
 #include "attention/parameters.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace analysis {
 namespace {

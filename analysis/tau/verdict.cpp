@@ -8,7 +8,7 @@
 #include <map>
 
 #include "analysis/arm_grid.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace analysis {
 

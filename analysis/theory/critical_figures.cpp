@@ -13,7 +13,7 @@
 
 #include "analysis/theory/critical_scaling_file.h"
 #include "analysis/export/plot.h"
-#include "harness/common/atomic_file.h"
+#include "common/atomic_file.h"
 
 namespace fs = std::filesystem;
 

@@ -15,8 +15,8 @@
 
 #include "harness/config/schema.h"
 #include "harness/config/yaml_values.h"
-#include "harness/common/did_you_mean.h"
-#include "harness/common/errors.h"
+#include "common/did_you_mean.h"
+#include "common/errors.h"
 
 namespace analysis {
 

@@ -8,7 +8,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "harness/common/build_info.h"
+#include "common/build_info.h"
 #include "results/hdf5_io.h"
 
 namespace analysis {

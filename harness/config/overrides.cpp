@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::config {
 

@@ -17,7 +17,7 @@
 #include "attention/method.h"
 #include "harness/config/engine_options.h"
 #include "harness/config/yaml_values.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::config {
 

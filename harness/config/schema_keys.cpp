@@ -17,8 +17,8 @@
 #include "attention/method.h"
 #include "harness/config/engine_options.h"
 #include "harness/config/yaml_values.h"
-#include "harness/common/did_you_mean.h"
-#include "harness/common/errors.h"
+#include "common/did_you_mean.h"
+#include "common/errors.h"
 
 namespace harness::config {
 

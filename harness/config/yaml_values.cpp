@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <regex>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::config {
 

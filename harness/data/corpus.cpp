@@ -6,7 +6,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::data {
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 #include <system_error>
 
 #include "harness/data/token_shard.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::data {
 namespace fs = std::filesystem;

@@ -15,7 +15,7 @@
 #include <string>
 #include <system_error>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::data {
 namespace fs = std::filesystem;

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <system_error>
 
-#include "harness/common/atomic_file.h"
+#include "common/atomic_file.h"
 #include "harness/data/sentencepiece_library.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::data {
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::data {
 

@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/distributed/process_group.h"
 #include "harness/distributed/world.h"
 

@@ -1,6 +1,6 @@
 #include "harness/distributed/process_group.h"
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::distributed {
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "harness/tasks/needle/needle_run.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness {
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 
 namespace harness::train {
 

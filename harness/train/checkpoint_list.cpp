@@ -14,7 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "harness/common/atomic_file.h"
+#include "common/atomic_file.h"
 
 namespace harness::train {
 

@@ -1,7 +1,7 @@
 #include "harness/train/evaluate.h"
 
 #include "harness/train/attention_datasets.h"
-#include "harness/common/mean_se.h"
+#include "common/mean_se.h"
 #include "harness/config/run_config.h"
 
 #include <torch/torch.h>

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "harness/config/engine_options.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/train/checkpoint.h"
 
 namespace fs = std::filesystem;

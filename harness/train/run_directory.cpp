@@ -9,9 +9,9 @@
 #include <fstream>
 #include <thread>
 
-#include "harness/common/build_info.h"
-#include "harness/common/atomic_file.h"
-#include "harness/common/errors.h"
+#include "common/build_info.h"
+#include "common/atomic_file.h"
+#include "common/errors.h"
 #include "harness/train/checkpoint.h"
 
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/engine_options.h"
 #include "harness/train/run_directory.h"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <typeinfo>
 
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/config/schema.h"
 #include "sweeps/sweep_file.h"
 

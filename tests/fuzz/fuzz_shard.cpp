@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "fuzz_scratch.h"
-#include "harness/common/errors.h"
+#include "common/errors.h"
 #include "harness/data/token_shard.h"
 
 namespace fs = std::filesystem;

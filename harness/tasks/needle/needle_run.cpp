@@ -17,9 +17,9 @@
 #include "harness/train/evaluate.h"
 #include "harness/train/finished_run.h"
 #include "harness/train/run_directory.h"
-#include "harness/common/errors.h"
-#include "harness/common/interrupt.h"
-#include "harness/common/progress.h"
+#include "common/errors.h"
+#include "common/interrupt.h"
+#include "common/progress.h"
 #include "models/optimizers.h"
 #include "models/schedule.h"
 

@@ -1,4 +1,4 @@
-#include "harness/common/process_setup.h"
+#include "common/process_setup.h"
 
 #include <malloc.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "harness/common/atomic_file.h"
+#include "common/atomic_file.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-#include "harness/common/build_info.h"
+#include "common/build_info.h"
 
 #include "harness_revision.h"  // generated at build time (cmake/revision.cmake)
 

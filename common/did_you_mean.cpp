@@ -1,4 +1,4 @@
-#include "harness/common/did_you_mean.h"
+#include "common/did_you_mean.h"
 
 #include <algorithm>
 #include <utility>

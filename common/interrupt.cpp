@@ -1,4 +1,4 @@
-#include "harness/common/interrupt.h"
+#include "common/interrupt.h"
 
 #include <atomic>
 #include <csignal>

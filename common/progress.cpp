@@ -1,4 +1,4 @@
-#include "harness/common/progress.h"
+#include "common/progress.h"
 
 #include <fmt/format.h>
 #include <spdlog/sinks/basic_file_sink.h>
