@@ -1,6 +1,7 @@
 #include "harness/distributed/launcher.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -47,17 +49,42 @@ std::vector<std::string> without_option(const std::vector<std::string>& args, co
 
 namespace {
 
+// HARNESS_PIN_RANKS=1 (opt-in, for bench/dist_scaling.sh's measurement of thread placement):
+// the CPUs this launcher may use, split into `nproc` contiguous shares, rank r bound to share r
+// (its threads, OpenMP's included, inherit it through exec). Empty: no pinning (the default:
+// the kernel places the ranks). Computed before fork().
+std::vector<cpu_set_t> rank_cpu_sets(int nproc) {
+  const char* pin = std::getenv("HARNESS_PIN_RANKS");
+  if (!pin || std::string(pin) != "1" || nproc < 1) return {};
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (int(cpus.size()) < nproc) return {};
+  std::vector<cpu_set_t> sets(static_cast<size_t>(nproc));
+  for (int r = 0; r < nproc; ++r) {
+    CPU_ZERO(&sets[size_t(r)]);
+    const size_t begin = cpus.size() * size_t(r) / size_t(nproc), end = cpus.size() * size_t(r + 1) / size_t(nproc);
+    for (size_t i = begin; i < end; ++i) CPU_SET(cpus[i], &sets[size_t(r)]);
+  }
+  return sets;
+}
+
 // Forks and execs one rank per environment; the children die with the launcher. Everything a
 // child needs is built before fork(): it only sets variables and execs.
 std::vector<pid_t> start_ranks(const std::string& exe, const std::vector<std::string>& args,
                                const std::vector<std::vector<std::string>>& environments) {
+  const std::vector<cpu_set_t> pinned = rank_cpu_sets(int(environments.size()));
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(exe.c_str()));
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   const pid_t launcher = ::getpid();
   std::vector<pid_t> children;
-  for (const auto& environment : environments) {
+  for (size_t rank = 0; rank < environments.size(); ++rank) {
+    const auto& environment = environments[rank];
     const pid_t pid = ::fork();
     if (pid < 0) {
       for (const pid_t c : children) ::kill(c, SIGKILL);
@@ -67,6 +94,7 @@ std::vector<pid_t> start_ranks(const std::string& exe, const std::vector<std::st
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != launcher) ::_exit(1);  // the launcher died before prctl
       for (const auto& kv : environment) ::putenv(const_cast<char*>(kv.c_str()));
+      if (!pinned.empty()) (void)::sched_setaffinity(0, sizeof(cpu_set_t), &pinned[rank]);
       ::execv(exe.c_str(), argv.data());
       ::_exit(127);
     }
