@@ -7,6 +7,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "analysis/stats/exact_tests.h"
+
 namespace analysis {
 
 double t_quantile(double p, double df) {
@@ -42,6 +44,8 @@ PairedGap seed_paired_gap(const std::vector<SeedWindows>& a, const std::vector<S
     }
   double gap = 0;
   for (const double d : d_seed) gap += d / n;
+  for (const double d : d_seed) (d > 0 ? out.a_higher : d < 0 ? out.b_higher : out.ties) += 1;
+  out.sign_p = stats::sign_test_p(out.a_higher, out.b_higher);
   double ss = 0;
   for (const double d : d_seed) ss += (d - gap) * (d - gap);
   const double v_seed = ss / (n - 1) / n;

@@ -36,12 +36,18 @@ struct PairedGap {
   int pairs = 0;                // seed pairs
   int documents = 0;            // distinct documents among the windows
   bool paired_by_seed = false;  // same seeds in both arms (else paired in rank order)
+  // The sign test over the seed pairs (analysis/stats/exact_tests.h): how many per-seed gaps d_s are
+  // > 0 (a's loss higher), < 0 (b's higher) and exactly 0 (ties: dropped from the test, counted
+  // here), and its exact two-sided binomial p on the non-tied pairs.
+  int a_higher = 0, b_higher = 0, ties = 0;
+  double sign_p = 1;
   bool excludes_zero() const { return lo > 0 || hi < 0; }
 };
 
 // The two arms must have the same number of runs (≥ 2) and windows; `document` gives each
 // window's document (any integer labels; ≥ 2 distinct for the window part, else it is 0 and only
-// seeds count). Throws std::invalid_argument on mismatched shapes.
+// seeds count). Throws std::invalid_argument on mismatched shapes. The sign test's counts and p
+// are filled whatever the spread (a gap of 0 in every seed: n ties, p = 1).
 PairedGap seed_paired_gap(const std::vector<SeedWindows>& a, const std::vector<SeedWindows>& b,
                           const std::vector<int64_t>& document, double level = 0.95);
 

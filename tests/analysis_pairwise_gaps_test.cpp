@@ -154,7 +154,8 @@ TEST(PairwiseGaps, PartlyFinishedArmsCompareTheirCommonSeeds) {
   EXPECT_NE(md.find("### 64 (1L): "), std::string::npos) << md;
   EXPECT_NE(md.find("1 seed in common, 2 needed"), std::string::npos) << md;
   const std::string csv = analysis::format_pairs_csv({t});
-  EXPECT_EQ(csv.rfind("context,a,b,gap,se,df,lo,hi,p,resolved,seeds,threshold,family\n", 0), 0u);
+  // The first 13 columns as before (readers by position keep working); the sign test and spread appended.
+  EXPECT_EQ(csv.rfind("context,a,b,gap,se,df,lo,hi,p,resolved,seeds,threshold,family,a_higher,", 0), 0u);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 4);  // header + 3 pairs
   EXPECT_THROW(analysis::pairwise_gaps(g, 1.0), std::invalid_argument);
   // Two arms whose runs scored every window alike (rope and rope+ntk at L): said so, not tested.
@@ -205,7 +206,7 @@ TEST(PairwiseGaps, APlannedComparisonIsOneFamilyUnderItsRegisteredCriterion) {
   EXPECT_EQ(verdicts(strict), (std::vector<bool>{true, false, false}));
   // The CSV carries the family and the threshold each p was held to.
   const std::string csv = analysis::format_pairs_csv(bonferroni);
-  EXPECT_NE(csv.find(",0.038,0,8,0.0166667,the planned comparison's Bonferroni correction over its 3 tests (every pair at every context) at 0.05\n"),
+  EXPECT_NE(csv.find(",0.038,0,8,0.0166667,the planned comparison's Bonferroni correction over its 3 tests (every pair at every context) at 0.05,"),
             std::string::npos) << csv;
   EXPECT_NE(analysis::format_pairs_markdown(bonferroni, 256).find("family-wise error at most 5%"), std::string::npos);
   EXPECT_THROW(analysis::apply_planned_family(holm, "sidak", 0.05), std::invalid_argument);
