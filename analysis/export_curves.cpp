@@ -7,6 +7,7 @@
 
 #include "analysis/export/run_figures.h"
 #include "analysis/run_set.h"
+#include "analysis/stats/passkey_learned.h"
 #include "analysis/theory/critical_figures.h"
 #include "analysis/theory/critical_scaling_file.h"
 #include "analysis/theory/theory_figures.h"
@@ -75,6 +76,7 @@ CurvesResult export_curves(const std::string& input, const CurvesOptions& o) {
   const auto theory = o.theory.empty() ? TheoryGroups{} : read_theory(o.theory);
   fs::create_directories(o.out_dir);
   run_figures(set, runs, theory, w);
+  passkey_learned_figures(set, runs, w);  // passkey fine-tunes: the share of seeds that learned to copy
   return out;
 }
 
