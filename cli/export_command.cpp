@@ -5,6 +5,7 @@
 
 #include "analysis/export_curves.h"
 #include "analysis/export/export_table.h"
+#include "analysis/export/from_csv.h"
 #include "analysis/pairwise_gaps.h"
 #include "analysis/run_set.h"
 #include "cli/commands.h"
@@ -12,6 +13,7 @@
 #include "common/atomic_file.h"
 #include "common/errors.h"
 #include "sweeps/plan.h"
+#include "sweeps/sweep_file.h"
 
 namespace harness::cli {
 
@@ -24,6 +26,8 @@ const char* kUsage =
     "         columns among the keys that vary and `context`; metrics: loss (default),\n"
     "         attention/<statistic>[@t or @txD], analysis/<statistic>,\n"
     "         needle/<accuracy|city_accuracy|number_accuracy|mean_log_prob> (docs/export.md)\n"
+    "       harness export table --from-csv FILE [--best min|max|none] [--title T] [--plain]\n"
+    "         a committed `export table --format csv` as Markdown, no runs read (--plain: any CSV, as written)\n"
     "       harness export curves SWEEP_FILE|RUNS_DIR|THEORY_FILE --out DIR [--theory FILE]\n"
     "         one CSV per figure and its SVG/PNG rendered with gnuplot\n"
     "       harness export pairs SWEEP_FILE|RUNS_DIR [--by K,..] [--arm A ...] [--level 0.95] [--format md|csv]\n"
@@ -31,20 +35,42 @@ const char* kUsage =
     "         the final validation loss's gap between every two arms (the values of --by, default\n"
     "         every varying key but the seed) at each context: paired by seed, windows clustered\n"
     "         by document, resolved by Holm's procedure at a family-wise 1 − level\n"
+    "       harness export pairs --from-csv FILE [--sweep SWEEP_FILE]\n"
+    "         a committed `export pairs --format csv` as Markdown, no runs read; verdicts by rule (its\n"
+    "         family column, or Holm at its intervals' level); --sweep: contexts as multiples of its L,\n"
+    "         and its `planned:` family decides the verdicts\n"
     "examples:\n"
     "  harness export table sweeps/quickstart.yaml --format csv --out runs/quickstart/table.csv\n"
     "  harness export table sweeps/table1.yaml --metric attention/band_mass@10 --cols context\n"
     "  harness export curves sweeps/quickstart.yaml --out runs/quickstart/figures\n"
     "  harness export pairs sweeps/table1-same-text.yaml --out runs/table1-same-text/pairs.md";
 
+// `export table --from-csv`: the Markdown of a committed table, or of any CSV with --plain.
+int table_from_csv(const std::string& path, const po::variables_map& vm, const std::string& best,
+                   const std::string& out) {
+  const auto csv = analysis::read_csv(path);
+  const std::string text =
+      vm.count("plain") ? analysis::csv_as_markdown(csv)
+                        : analysis::format_table(analysis::read_table_csv(
+                                                     csv, best.empty() ? "none" : best,
+                                                     vm.count("title") ? vm["title"].as<std::string>() : path),
+                                                 "md");
+  fmt::print("{}", text);
+  if (!out.empty()) harness::write_file_atomically(out, text);
+  return kExitOk;
+}
+
 int table(const Args& args) {
   po::options_description options("export table options");
-  std::string input, format = "md", out;
+  std::string input, format = "md", out, from_csv;
   std::vector<std::string> rows, cols;
   analysis::TableOptions o;
   po::options_description arguments;
-  arguments.add_options()("input", po::value(&input)->required(), "a sweep file or a directory of runs");
+  arguments.add_options()("input", po::value(&input), "a sweep file or a directory of runs");
   options.add_options()
+      ("from-csv", po::value(&from_csv), "render a committed `export table --format csv` instead (no runs read)")
+      ("title", po::value<std::string>(), "with --from-csv: the note's last words (default: the file)")
+      ("plain", "with --from-csv: any CSV as a Markdown table, every field as written")
       ("metric", po::value(&o.metric)->default_value("loss"), "what the cells hold")
       ("rows", po::value(&rows)->composing(), "row keys, comma-separated (default: the varying keys but the seed)")
       ("cols", po::value(&cols)->composing(), "column keys (default: context)")
@@ -57,6 +83,9 @@ int table(const Args& args) {
   positional.add("input", 1);
   po::variables_map vm;
   if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
+  if (input.empty() == from_csv.empty())
+    throw InputError("export table: give a sweep file or a runs directory, or --from-csv FILE (one of them)");
+  if (!from_csv.empty()) return table_from_csv(from_csv, vm, o.best, out);
   o.rows = split_commas(rows);
   o.cols = split_commas(cols);
   o.window_se = vm.count("window-se") > 0;
@@ -74,14 +103,36 @@ int table(const Args& args) {
   return kExitOk;
 }
 
+// `export pairs --from-csv`: a committed CSV's tables as Markdown; a sweep file gives L and its
+// planned family.
+int pairs_from_csv(const std::string& path, const std::string& sweep_path, const std::string& out) {
+  auto pairs = analysis::read_pairs_csv(analysis::read_csv(path));
+  if (pairs.tables.empty()) throw InputError(fmt::format("{}: no pair", path));
+  int64_t L = 0;
+  if (!sweep_path.empty()) {
+    const auto sweep = harness::sweeps::load_sweep(sweep_path);
+    for (const auto& run : sweep.runs) {
+      const int64_t l = run.loaded.config.train_context();
+      L = L == 0 || L == l ? l : -1;
+    }
+    if (sweep.planned) analysis::apply_planned_family(pairs.tables, sweep.planned->correction, sweep.planned->alpha);
+  }
+  const std::string text = analysis::format_pairs_page(pairs, std::max<int64_t>(L, 0));
+  fmt::print("{}", text);
+  if (!out.empty()) harness::write_file_atomically(out, text);
+  return kExitOk;
+}
+
 int pairs(const Args& args) {
   po::options_description options("export pairs options");
-  std::string input, format = "md", out;
+  std::string input, format = "md", out, from_csv, sweep;
   std::vector<std::string> by, arms;
   double level = 0.95;
   po::options_description arguments;
-  arguments.add_options()("input", po::value(&input)->required(), "a sweep file or a directory of runs");
+  arguments.add_options()("input", po::value(&input), "a sweep file or a directory of runs");
   options.add_options()
+      ("from-csv", po::value(&from_csv), "render a committed `export pairs --format csv` instead (no runs read)")
+      ("sweep", po::value(&sweep), "with --from-csv: the sweep file it came from (its L; its planned family)")
       ("by", po::value(&by)->composing(), "the keys whose values are the arms, comma-separated (default: every "
        "varying key but train.seed)")
       ("arm", po::value(&arms)->composing(), "compare only these arms (repeat it; labels as the table prints "
@@ -94,6 +145,10 @@ int pairs(const Args& args) {
   positional.add("input", 1);
   po::variables_map vm;
   if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
+  if (input.empty() == from_csv.empty())
+    throw InputError("export pairs: give a sweep file or a runs directory, or --from-csv FILE (one of them)");
+  if (!sweep.empty() && from_csv.empty()) throw InputError("export pairs: --sweep goes with --from-csv");
+  if (!from_csv.empty()) return pairs_from_csv(from_csv, sweep, out);
   if (format != "md" && format != "csv") throw InputError(fmt::format("--format: expected md or csv, got '{}'", format));
   if (!(level > 0 && level < 1)) throw InputError(fmt::format("--level: expected a number in (0, 1), got {}", level));
   const auto set = analysis::load_run_set(input);
