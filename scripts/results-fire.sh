@@ -1,27 +1,38 @@
 #!/usr/bin/env bash
 # FIRE beside KERPLE-log and T5 (#48 item 3; called by scripts/results.sh, runs alone too):
-# sweeps/fire.yaml (18 runs: each method as its preset and with p-RoPE, 3 seeds, in
-# sweeps/table1-same-text.yaml's setting). Runs or resumes it (finished runs are skipped), then
-# writes docs/results/fire.md with its figures and CSV: every number that page and docs/results.md
-# quote about FIRE is printed here.
-#   scripts/results-fire.sh [BUILD]      RESULTS_JOBS: runs at a time (default: the cores)
+# sweeps/fire.yaml (each method as its preset and with p-RoPE, in sweeps/table1-same-text.yaml's
+# setting), its page docs/results/fire.md rendered from committed data (scripts/results-lib.sh).
+#
+#   scripts/results-fire.sh [BUILD]                  runs or resumes the sweep (finished runs are
+#       skipped), writes its tables, pairs, figures, what FIRE learned and the provenance into
+#       docs/results/fire/, then renders the page      RESULTS_JOBS: runs at a time (default: cores)
+#   scripts/results-fire.sh --render [BUILD] [DIR]   the page into DIR (default docs/results) from
+#       the committed data only (the CTest results_pages_regenerate)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+render_only=0
+[ "${1:-}" = --render ] && { render_only=1; shift; }
 BUILD=${1:-build}
 HARNESS="$BUILD/harness"
-JOBS=${RESULTS_JOBS:-$(nproc)}
+PAGE_DIR=${2:-docs/results}
 OUT=docs/results
-[ -x "$HARNESS" ] || { echo "results: $HARNESS not found; run make build first" >&2; exit 2; }
-source scripts/results-lib.sh  # trained, figures
+DATA=$OUT/fire
+JOBS=${RESULTS_JOBS:-$(nproc)}
+[ -x "$HARNESS" ] || { echo "results-fire: $HARNESS not found; run make build first" >&2; exit 2; }
+source scripts/results-lib.sh  # trained, provenance, figures, committed
 
-"$HARNESS" sweep run sweeps/fire.yaml --jobs "$JOBS" --threads-per-job 1 --no-live >/dev/null
-figures fire sweeps/fire.yaml
-same_runs() {  # kerple and t5 (seeds 0-2) here against the same runs of table1-same-text, by final loss
-  local here there
+if [ "$render_only" = 0 ]; then
+  "$HARNESS" sweep run sweeps/fire.yaml --jobs "$JOBS" --threads-per-job 1 --no-live >/dev/null
+  figures fire sweeps/fire.yaml
+  "$HARNESS" export table sweeps/fire.yaml --format csv --out "$DATA/table.csv" >/dev/null 2>&1
+  "$HARNESS" export table sweeps/fire.yaml --rows attention.method,attention.positional,train.seed --best none \
+      --format csv --out "$DATA/by-seed.csv" >/dev/null 2>&1
+  "$HARNESS" export pairs sweeps/fire.yaml --format csv --out "$DATA/pairs.csv" >/dev/null 2>&1
+  # kerple and t5 as presets (seeds 0-2) here against the same runs of table1-same-text, by final loss
   here=$(mktemp) there=$(mktemp)
   "$HARNESS" sweep table sweeps/fire.yaml --csv "$here" >/dev/null 2>&1
   "$HARNESS" sweep table sweeps/table1-same-text.yaml --csv "$there" >/dev/null 2>&1
-  "${PYTHON:-.venv/bin/python}" - "$here" "$there" <<'PY'
+  "${PYTHON:-.venv/bin/python}" - "$here" "$there" > "$DATA/same-runs.csv" <<'PY'
 import csv, sys
 here, there = (list(csv.DictReader(open(p))) for p in sys.argv[1:3])
 there = {(r["attention.method"], r["train.seed"]): r for r in there}
@@ -32,24 +43,18 @@ for r in here:
     o = there.get((r["attention.method"], r["train.seed"]))
     if o is None:
         continue
-    losses = [c for c in r if c.startswith("loss_")]
     m = r["attention.method"]
-    worst[m] = max([worst.get(m, 0.0)] + [abs(float(r[c]) - float(o[c])) for c in losses])
-print("The kerple and t5 runs (`positional –`) are table1-same-text.md's runs of the same seeds trained"
-      " again; their final losses differ from those by at most "
-      + ", ".join(f"{d:.4f} ({m})" for m, d in sorted(worst.items()))
-      + ". Those were trained at earlier revisions, before #48 item 2 built a learned bias's table"
-      " in float32 by torch ops (float64 on the host before); a rounding difference that 800 steps"
-      " carry further in some runs than in others is the likely cause, not tested.")
+    worst[m] = max([worst.get(m, 0.0)] + [abs(float(r[c]) - float(o[c])) for c in r if c.startswith("loss_")])
+print("attention.method,largest difference in final loss (nats/byte)")
+for m, d in sorted(worst.items()):
+    print(f"{m},{d:.4f}")
 PY
   rm -f "$here" "$there"
-}
-learned() {  # FIRE's c_h and L_h / L after training, from each fire run's last checkpoint
-  "${PYTHON:-.venv/bin/python}" - "$("$HARNESS" sweep plan sweeps/fire.yaml)" <<'PY'
+  # FIRE's c_h and L_h / L after training, from each fire run's last checkpoint
+  "${PYTHON:-.venv/bin/python}" - "$("$HARNESS" sweep plan sweeps/fire.yaml)" > "$DATA/learned.csv" <<'PY'
 import glob, re, sys
 import torch
-print("| run | layer | c_h (4 heads) | L_h / L (4 heads) |")
-print("| --- | --- | --- | --- |")
+print("run,layer,c_h (4 heads),L_h / L (4 heads)")
 for line in sys.argv[1].splitlines():  # `sweep plan`: "ID  #I  key=value ...  state"
     m = re.match(r"([0-9a-f]{16})\s+#\d+\s+(attention\.method=fire .*?)\s+done\s*$", line)
     if not m: continue
@@ -58,53 +63,59 @@ for line in sys.argv[1].splitlines():  # `sweep plan`: "ID  #I  key=value ...  s
     for layer in sorted({k.split(".")[1] for k in params if k.endswith("fire_c")}):
         c = params[f"blocks.{layer}.attn.core.fire_c"].detach().tolist()
         L = params[f"blocks.{layer}.attn.core.fire_threshold"].detach().tolist()
-        print(f"| {', '.join(m.group(2).split())} | {layer} | {', '.join(f'{x:.3f}' for x in c)} | {', '.join(f'{x:.3f}' for x in L)} |")
+        print(f'"{", ".join(m.group(2).split())}",{layer},"{", ".join(f"{x:.3f}" for x in c)}","{", ".join(f"{x:.3f}" for x in L)}"')
 PY
-}
+  provenance scripts/results-fire.sh fire > "$DATA/provenance.md"
+fi
+
+mkdir -p "$PAGE_DIR"
 {
   echo "# FIRE beside KERPLE and T5 (L = 256)"
   echo
-  echo "Written by \`scripts/results-fire.sh\` (\`make results\`) on $(date -u +%Y-%m-%d) at revision"
-  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)'),"
-  echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores. The runs were trained"
-  echo "at revision(s) $(trained runs/fire) (each run.h5's /config git_revision)."
+  committed text "$DATA/provenance.md" scripts/results-fire.sh
   echo
   echo "The three learned biases (FIRE, KERPLE-log, T5), each as its preset (NoPE: \`positional –\`)"
-  echo "and with p-RoPE (base L/4), × 3 seeds, in [table1-same-text.md](table1-same-text.md)'s setting:"
-  echo "byte-level models (2 layers, d_model 128, 4 heads) trained at L = 256 for 800 steps, validated"
-  echo "at 1L, 4L and 16L on the same 131,072 target tokens (sweeps/fire.yaml). FIRE as the harness"
-  echo "implements it ([attention.md](../attention.md)): f_h(ψ(t)/ψ(max(L_h, i))) with f_h a"
-  echo "1 → 32 → 1 MLP read on a 128-point grid, every parameter per head, starting as NoPE."
+  echo "and with p-RoPE (base L/4), in [table1-same-text.md](table1-same-text.md)'s setting: the same"
+  echo "model, training and validation text at every context (sweeps/fire.yaml). FIRE as the harness"
+  echo "implements it ([attention.md](../attention.md)): f_h(ψ(t)/ψ(max(L_h, i))) with f_h an MLP read"
+  echo "on a grid, every parameter per head, starting as NoPE. Rendered by"
+  echo "\`scripts/results-fire.sh --render\` from the committed data in [fire/](fire/): the tables by"
+  echo "\`harness export table --from-csv\`, the pairs by \`harness export pairs --from-csv\`."
   echo "Cells: final validation loss (nats/byte), mean ± standard error over seeds (number of seeds)."
   echo
-  "$HARNESS" export table sweeps/fire.yaml 2>/dev/null
+  committed table "$DATA/table.csv" scripts/results-fire.sh --best min --title "fire: loss"
   echo
   echo "By seed:"
   echo
-  "$HARNESS" export table sweeps/fire.yaml --rows attention.method,attention.positional,train.seed \
-    --best none 2>/dev/null | sed 's/ (1) / /g; /^mean ± standard error/d; /^$/d'
+  committed table "$DATA/by-seed.csv" scripts/results-fire.sh --title "fire: loss, by seed"
   echo
-  same_runs
+  echo "The kerple and t5 runs (\`positional –\`) are table1-same-text.md's runs of the same seeds"
+  echo "trained again; the largest difference between the two in final loss, at any context:"
   echo
-  echo "What FIRE learned: c_h (initially 0.1) and the threshold L_h in units of L (initially 0.25),"
-  echo "per layer and head, at the end of training (each run's last checkpoint):"
+  committed plain "$DATA/same-runs.csv" scripts/results-fire.sh
   echo
-  learned
+  echo "Those were trained at earlier revisions, before #48 item 2 built a learned bias's table in"
+  echo "float32 by torch ops (float64 on the host before); a rounding difference that training carries"
+  echo "further in some runs than in others is the likely cause, not tested."
+  echo
+  echo "What FIRE learned: c_h and the threshold L_h in units of L (their initial values:"
+  echo "[attention.md](../attention.md)), per layer and head, at the end of training (each run's last"
+  echo "checkpoint):"
+  echo
+  committed plain "$DATA/learned.csv" scripts/results-fire.sh
   echo
   echo "## Which differences are resolved"
   echo
-  echo "\`harness export pairs sweeps/fire.yaml\`: every pair of the six arms at each context, the"
-  echo "seed-paired gap with windows clustered by document, resolved by Holm's procedure over the"
-  echo "context's 15 pairs at a family-wise 5% ([export.md](../export.md)). With 3 seeds a pair has 2"
-  echo "degrees of freedom: only large gaps resolve."
+  echo "\`harness export pairs sweeps/fire.yaml\`: every pair of the arms at each context, the"
+  echo "seed-paired gap with windows clustered by document ([export.md](../export.md)), resolved under"
+  echo "the family each context names. With this few seeds only large gaps resolve."
   echo
-  "$HARNESS" export pairs sweeps/fire.yaml --out "$OUT/fire/pairs.csv" --format csv >/dev/null 2>&1
-  "$HARNESS" export pairs sweeps/fire.yaml 2>/dev/null | sed 's/^### /### At /'
+  committed pairs "$DATA/pairs.csv" scripts/results-fire.sh --sweep sweeps/fire.yaml
   echo "## Loss by position in the 16L windows"
   echo
   echo "![loss by position](fire/position_loss_T4096.png)"
   echo
   echo "Every figure with its CSV: [fire/](fire/) (pairs.csv: every pair's gap, interval, p-value"
   echo "and verdict)."
-} > "$OUT/fire.md"
-echo "results: $OUT/fire.md"
+} > "$PAGE_DIR/fire.md"
+echo "results-fire: $PAGE_DIR/fire.md"
