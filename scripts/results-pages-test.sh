@@ -26,6 +26,7 @@ scripts/results-fire.sh docs/results/fire.md
 scripts/results-same-text.sh docs/results/table1-same-text.md
 scripts/results-same-text.sh docs/results/passkey.md
 scripts/results.sh docs/results.md
+scripts/tau-vs-context.sh docs/results/tau-vs-context.md
 PAGES
 [ "$status" = 0 ] && echo "results-pages-test: $pages page(s) equal their rendering from committed data"
 exit $status
