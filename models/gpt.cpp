@@ -1,5 +1,6 @@
 #include "models/gpt.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "models/chunked_loss.h"
@@ -142,7 +143,11 @@ torch::Tensor AttentionBlockImpl::forward(const torch::Tensor& x_in, int64_t con
   auto qh = rms_norm(split(apply_linear(q, x, compute)));  // QK-norm over head_dim, no gain
   auto kh = rms_norm(split(apply_linear(k, x, compute)));
   auto vh = split(apply_linear(v, x, compute));
-  auto y = context > 0 ? core->forward_at(qh, kh, vh, context, probe) : core(qh, kh, vh, probe);  // (B, H, T, D)
+  torch::Tensor y;
+  {
+    RECORD_USER_SCOPE("model.attention");  // the step breakdown's (bench/step_breakdown_bench.cpp)
+    y = context > 0 ? core->forward_at(qh, kh, vh, context, probe) : core(qh, kh, vh, probe);  // (B, H, T, D)
+  }
   y = y.transpose(1, 2).contiguous().view({B, T, heads * head_dim});  // (B, T, H·D)
   return apply_linear(o, y, compute);                                  // (B, T, C)
 }
@@ -258,6 +263,7 @@ torch::Tensor GPTImpl::loss(const torch::Tensor& tokens_in, const torch::Tensor&
   TORCH_CHECK(targets.sizes() == tokens_in.sizes(), "GPT::loss: targets ", targets.sizes(),
               " must match tokens ", tokens_in.sizes());
   const auto h = features(tokens_in);  // (B, T, C)
+  RECORD_USER_SCOPE("model.loss");
   return chunked_cross_entropy(h.reshape({-1, h.size(-1)}), head->weight, targets.reshape({-1}),
                                head_gemm_dtype(), loss_chunk_rows());
 }

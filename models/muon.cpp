@@ -1,6 +1,7 @@
 #include "models/muon.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -92,10 +93,14 @@ void Muon::step(double lr_factor, Collectives* group) {
   const std::vector<int> owner = assign_owners(params_, world);
   // The momentum of every matrix on every rank (cheap, and it keeps the buffers a checkpoint
   // holds identical everywhere); the Newton–Schulz of a matrix only on its owner.
+  // (The RECORD_USER_SCOPEs name the parts for the step breakdown, bench/step_breakdown_bench.cpp.)
   std::vector<torch::Tensor> updates(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const auto& g = params_[i].grad();
-    if (g.defined()) updates[i] = muon_momentum(g, buffers_[i], options_.momentum, options_.nesterov);
+  {
+    RECORD_USER_SCOPE("optim.muon.momentum");
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const auto& g = params_[i].grad();
+      if (g.defined()) updates[i] = muon_momentum(g, buffers_[i], options_.momentum, options_.nesterov);
+    }
   }
   std::vector<size_t> mine;  // costliest first
   for (size_t i = 0; i < params_.size(); ++i)
@@ -114,15 +119,22 @@ void Muon::step(double lr_factor, Collectives* group) {
   // matrix's result does not depend on which thread computes it, nor on the thread count.
   const bool cpu = !params_.empty() && params_.front().device().is_cpu();
   const int64_t workers = cpu ? std::min<int64_t>(at::get_num_threads(), mine.size()) : 1;
-  if (workers <= 1) {
-    for (const size_t i : mine) orthogonalise(i);
-  } else {
-    std::atomic<size_t> next{0};
-    at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
-      for (size_t n = next++; n < mine.size(); n = next++) orthogonalise(mine[n]);
-    });
+  {
+    RECORD_USER_SCOPE("optim.muon.newton_schulz");
+    if (workers <= 1) {
+      for (const size_t i : mine) orthogonalise(i);
+    } else {
+      std::atomic<size_t> next{0};
+      at::parallel_for(0, workers, 1, [&](int64_t, int64_t) {
+        for (size_t n = next++; n < mine.size(); n = next++) orthogonalise(mine[n]);
+      });
+    }
   }
-  if (world > 1) exchange_updates(updates, owner, *group);
+  if (world > 1) {
+    RECORD_USER_SCOPE("optim.muon.exchange");
+    exchange_updates(updates, owner, *group);
+  }
+  RECORD_USER_SCOPE("optim.muon.update");
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!updates[i].defined()) continue;
     auto& p = params_[i];

@@ -1,5 +1,6 @@
 #include "models/optimizers.h"
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -120,6 +121,7 @@ Adam::Adam(std::vector<torch::Tensor> params, AdamOptions options)
 
 void Adam::step(double lr_factor) {
   torch::NoGradGuard ng;
+  RECORD_USER_SCOPE("optim.adam");  // for the step breakdown (bench/step_breakdown_bench.cpp)
   ++steps_;
   const double lr = options_.lr * lr_factor;
   const double b1 = options_.beta1, b2 = options_.beta2;
@@ -267,6 +269,7 @@ void Optimizers::load(torch::serialize::InputArchive& archive) {
 
 torch::Tensor clip_grad_norm(GPT& model, double max_norm) {
   torch::NoGradGuard ng;
+  RECORD_USER_SCOPE("optim.clip_grad_norm");  // for the step breakdown
   std::vector<torch::Tensor> grads;
   for (const auto& p : model->parameters())
     if (p.grad().defined()) grads.push_back(p.grad());

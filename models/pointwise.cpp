@@ -1,6 +1,7 @@
 // Compiled with -fopenmp -fno-trapping-math (models/CMakeLists.txt): at::parallel_for's OpenMP
 // backend is header code, serial in a TU without the flag; `omp simd` vectorises the row
 // reductions, and without FP traps GCC vectorises the selects.
+#include <ATen/record_function.h>
 #include "models/pointwise.h"
 
 #include <ATen/ATen.h>
@@ -177,10 +178,14 @@ Tensor rms_norm(const Tensor& x, double eps) {
   // bfloat16 / half (mixed precision): the statistics in float32, as autocast runs norms.
   if (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf)
     return rms_norm(x.to(at::kFloat), eps).to(x.scalar_type());
+  // A named event for the profiler (the step breakdown, bench/step_breakdown_bench.cpp): the
+  // fused forward is no ATen op. Nothing is recorded, and the input not read, without a profiler.
+  RECORD_FUNCTION("model.rms_norm", std::vector<c10::IValue>({x}));
   return fusable(x) ? RMSNormFunction::apply(x, eps) : rms_norm_composed(x, eps);
 }
 
 Tensor relu_squared(const Tensor& x) {
+  RECORD_FUNCTION("model.relu_squared", std::vector<c10::IValue>({x}));
   return fusable(x) ? ReluSquaredFunction::apply(x) : relu_squared_composed(x);
 }
 
