@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -135,6 +136,27 @@ RunSet load_run_set(const std::string& path) {
   if (fs::is_directory(path)) return from_directory(path);
   if (!fs::exists(path)) throw harness::InputError(fmt::format("{}: no such sweep file or run directory", path));
   return from_sweep(path);
+}
+
+std::vector<std::pair<std::string, RunSet>> split_run_set(const RunSet& set, const std::string& key) {
+  if (std::find(set.keys.begin(), set.keys.end(), key) == set.keys.end())
+    throw harness::InputError(fmt::format("{}: '{}' does not vary between these runs; keys that vary: {}", set.dir, key,
+                                          set.keys.empty() ? "none" : fmt::format("{}", fmt::join(set.keys, ", "))));
+  std::vector<std::pair<std::string, RunSet>> parts;
+  for (const auto& run : set.runs) {
+    const auto& value = run.values.at(key);
+    auto it = std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p.first == value; });
+    if (it == parts.end()) {
+      RunSet part;
+      part.name = set.name;
+      part.dir = set.dir;
+      part.keys = set.keys;
+      part.warnings = set.warnings;
+      it = parts.insert(parts.end(), {value, std::move(part)});
+    }
+    it->second.runs.push_back(run);
+  }
+  return parts;
 }
 
 }  // namespace analysis

@@ -38,4 +38,9 @@ struct RunSet {
 // Throws harness::InputError when `path` is neither a sweep file nor a directory with runs.
 RunSet load_run_set(const std::string& path);
 
+// The runs of `set` by their value of `key` (one of set.keys; "–" for runs that do not read it), in
+// the set's order (numbers by value), each part keeping the set's name, directory and keys. Throws
+// harness::InputError naming the keys that vary when `key` is not one of them.
+std::vector<std::pair<std::string, RunSet>> split_run_set(const RunSet& set, const std::string& key);
+
 }  // namespace analysis

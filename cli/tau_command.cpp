@@ -47,7 +47,8 @@ const char* kUsage =
     "  How often the check's interval excludes 0 where there is nothing to find: runs of one τ with\n"
     "  many seeds (sweeps/tau-check-calibration.yaml), split into disjoint arms of --arm-seeds seeds,\n"
     "  arm against arm; the false-alarm rate per context with its Clopper–Pearson interval.\n\n"
-    "usage: harness tau law SWEEP|RUNS_DIR | --curves FILE [--level 0.9] [--replicates 4000] [--out DIR]\n"
+    "usage: harness tau law SWEEP|RUNS_DIR | --curves FILE [--level 0.9] [--replicates 4000] [--by KEY]\n"
+    "                       [--out DIR]\n"
     "  How the best τ moves with the training context L: runs on a τ grid at several L with 2 or more\n"
     "  seeds (sweeps/tau-law.yaml). Per L and validation context, τ* is the vertex of the quadratic in\n"
     "  ln τ through the grid's best τ and the points within an octave of it (its neighbours on a 2×\n"
@@ -60,7 +61,11 @@ const char* kUsage =
     "  than 6 seeds the intervals are too narrow (said). A τ not yet done at every seed of its L is\n"
     "  left out, and said so. --curves: the per-seed losses from a tau-law-curves.csv instead of runs.\n"
     "  --out: also tau-law.md, tau-law.csv, tau-law-curves.csv (L, factor, tau, seed, loss, source)\n"
-    "  and the figures (tau_law_star, tau_law_loss_<k>L; CSV beside each).";
+    "  and the figures (tau_law_star, tau_law_loss_<k>L; CSV beside each). --by KEY: runs that differ\n"
+    "  in KEY besides L (e.g. train.batch_size) as separate groups, each with its own law, then τ* of\n"
+    "  each pair of groups at a shared L and context as a ratio with its interval (independent\n"
+    "  bootstraps); with --out, each group in DIR/KEY=VALUE/ and the ratios in DIR/tau-star-ratios.csv.\n"
+    "  Runs of one L, τ and seed that differ in another key are refused without --by.";
 
 template <class T>
 std::vector<T> parse_list(const std::string& flag, const std::string& text) {
@@ -216,9 +221,62 @@ std::vector<analysis::TauLawCurve> law_curves(const std::string& input, const st
   return read.curves;
 }
 
+// One law's text, CSV, curves and figures into `dir`; false when a figure failed to render.
+bool write_law(const std::filesystem::path& dir, const std::string& text, const analysis::TauLaw& law,
+               const std::vector<analysis::TauLawCurve>& curves) {
+  std::filesystem::create_directories(dir);
+  harness::write_file_atomically((dir / "tau-law.md").string(), text);
+  harness::write_file_atomically((dir / "tau-law.csv").string(), analysis::tau_law_csv(law));
+  harness::write_file_atomically((dir / "tau-law-curves.csv").string(), analysis::tau_law_curves_csv(curves));
+  bool ok = true;
+  for (const auto& f : analysis::write_tau_law_figures(dir.string(), curves, law).figures) {
+    fmt::print("{}: {}\n", f.name, f.render.images.empty() ? fmt::format("{}", fmt::join(f.csv, ", "))
+                                                          : fmt::format("{}", fmt::join(f.render.images, ", ")));
+    ok = ok && !f.render.failed;
+  }
+  return ok;
+}
+
+// `tau law --by KEY`: a law per value of KEY, then τ* between each pair of groups.
+int law_by(const std::string& input, const std::string& key, const analysis::TauLawOptions& o, const std::string& out) {
+  const auto parts = analysis::split_run_set(analysis::load_run_set(input), key);
+  struct Group {
+    std::string name;
+    std::vector<analysis::TauLawCurve> curves;
+    analysis::TauLaw law;
+    std::string text;
+  };
+  std::vector<Group> groups;
+  uint64_t bootstrap_seed = o.seed;
+  for (const auto& [value, set] : parts) {
+    Group g{fmt::format("{}={}", key, value), {}, {}, {}};
+    const auto read = analysis::tau_law_curves(set);
+    for (const auto& note : read.skipped) fmt::print(stderr, "note: {}: {}\n", g.name, note);
+    g.curves = read.curves;
+    auto options = o;
+    options.seed = bootstrap_seed++;  // independent bootstraps: different runs
+    g.law = analysis::tau_law(g.curves, options);
+    g.text = analysis::format_tau_law(g.law);
+    fmt::print("## {}\n\n{}\n", g.name, g.text);
+    groups.push_back(std::move(g));
+  }
+  std::vector<analysis::TauStarRatio> ratios;
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (size_t j = i + 1; j < groups.size(); ++j)
+      for (const auto& r : analysis::compare_tau_star(groups[i].law, groups[i].name, groups[j].law, groups[j].name))
+        ratios.push_back(r);
+  fmt::print("## τ* between the values of {}\n\n{}", key, analysis::format_tau_star_ratios(ratios, o.level));
+  if (out.empty()) return kExitOk;
+  bool ok = true;
+  for (const auto& g : groups) ok = write_law(std::filesystem::path(out) / g.name, g.text, g.law, g.curves) && ok;
+  harness::write_file_atomically((std::filesystem::path(out) / "tau-star-ratios.csv").string(),
+                                 analysis::tau_star_ratios_csv(ratios));
+  return ok ? kExitOk : harness::kExitFailure;
+}
+
 int law(const Args& args) {
   po::options_description options("tau law options");
-  std::string input, curves_path, out;
+  std::string input, curves_path, out, by;
   analysis::TauLawOptions o;
   po::options_description arguments;
   arguments.add_options()("input", po::value(&input), "a sweep file or a directory of runs");
@@ -226,6 +284,7 @@ int law(const Args& args) {
       ("curves", po::value(&curves_path), "read the per-seed losses from this tau-law-curves.csv instead of runs")
       ("level", po::value(&o.level)->default_value(0.9), "the intervals' confidence level")
       ("replicates", po::value(&o.replicates)->default_value(4000), "bootstrap replicates")
+      ("by", po::value(&by), "a law per value of this key (e.g. train.batch_size), then τ* between the groups")
       ("out", po::value(&out), "also write tau-law.md, tau-law.csv, tau-law-curves.csv and the figures into DIR");
   po::positional_options_description positional;
   positional.add("input", 1);
@@ -233,23 +292,18 @@ int law(const Args& args) {
   if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
   if (!(o.level > 0 && o.level < 1)) throw InputError(fmt::format("--level: expected a number in (0, 1), got {}", o.level));
   if (o.replicates < 100) throw InputError(fmt::format("--replicates: expected 100 or more, got {}", o.replicates));
+  if (!by.empty()) {
+    if (!curves_path.empty() || input.empty())
+      throw InputError("tau law: --by splits runs: give a sweep file or runs directory (a tau-law-curves.csv has no "
+                       "other keys)");
+    return law_by(input, by, o, out);
+  }
   const auto curves = law_curves(input, curves_path);
   const auto law = analysis::tau_law(curves, o);
   const std::string text = analysis::format_tau_law(law);
   fmt::print("{}", text);
   if (out.empty()) return kExitOk;
-  const std::filesystem::path dir(out);
-  std::filesystem::create_directories(dir);
-  harness::write_file_atomically((dir / "tau-law.md").string(), text);
-  harness::write_file_atomically((dir / "tau-law.csv").string(), analysis::tau_law_csv(law));
-  harness::write_file_atomically((dir / "tau-law-curves.csv").string(), analysis::tau_law_curves_csv(curves));
-  int code = kExitOk;
-  for (const auto& f : analysis::write_tau_law_figures(out, curves, law).figures) {
-    fmt::print("{}: {}\n", f.name, f.render.images.empty() ? fmt::format("{}", fmt::join(f.csv, ", "))
-                                                          : fmt::format("{}", fmt::join(f.render.images, ", ")));
-    if (f.render.failed) code = harness::kExitFailure;
-  }
-  return code;
+  return write_law(out, text, law, curves) ? kExitOk : harness::kExitFailure;
 }
 
 }  // namespace

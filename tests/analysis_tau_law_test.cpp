@@ -277,6 +277,32 @@ TEST(TauLaw, TheLawIsSaidInTheWordsItsIntervalAllows) {
             std::string::npos);
 }
 
+// A done run of si+p-rope at (τ, L, seed) whose /eval loss at T = kL is loss_of(k), into dir/run.h5;
+// `more_yaml` adds keys to its train section (e.g. "batch_size: 8").
+template <class LossOf>
+results::RunRecord write_run(const fs::path& dir, double tau, int64_t L, int seed, LossOf loss_of,
+                             const std::string& more_train = "") {
+  const auto c = harness::config::load_run_config_text(
+      fmt::format("attention: {{method: si+p-rope, tau: {}}}\ntrain: {{context: {}, seed: {}{}}}\n", tau, L, seed,
+                  more_train.empty() ? "" : ", " + more_train),
+      "x.yaml");
+  results::RunRecord r;
+  r.config["canonical"] = harness::config::canonical_text(c.config, false);
+  r.config["hash"] = harness::config::config_hash(c.config);
+  r.state = results::RunState::kDone;
+  for (int64_t k : {1, 4, 16}) {
+    auto& rows = r.eval[k * L];
+    rows.step = {100};
+    rows.loss = {0};
+    const double loss = loss_of(k);
+    rows.window_loss = {loss - 0.5, loss + 0.5};
+    rows.window_fingerprint = "fnv1a64:test";
+  }
+  fs::create_directories(dir);
+  results::publish(r, (dir / "run.h5").string());
+  return r;
+}
+
 TEST(TauLaw, CurvesAreReadFromRunFilesAnalysisBeforeEval) {
   test_support::TempDir tmp;
   // L = 64 and 128, τ = 1, 2, 4, seeds 0 and 1: loss at T = kL is k + τ/10 + seed/100 in /eval; the
@@ -284,24 +310,12 @@ TEST(TauLaw, CurvesAreReadFromRunFilesAnalysisBeforeEval) {
   for (int64_t L : {64, 128})
     for (double tau : {1.0, 2.0, 4.0})
       for (int seed : {0, 1}) {
-        const auto c = harness::config::load_run_config_text(
-            fmt::format("attention: {{method: si+p-rope, tau: {}}}\ntrain: {{context: {}, seed: {}}}\n", tau, L, seed), "x.yaml");
-        results::RunRecord r;
-        r.config["canonical"] = harness::config::canonical_text(c.config, false);
-        r.config["hash"] = harness::config::config_hash(c.config);
-        r.state = results::RunState::kDone;
-        for (int64_t k : {1, 4, 16}) {
-          auto& rows = r.eval[k * L];
-          rows.step = {100};
-          rows.loss = {0};
-          const double loss = double(k) + tau / 10 + seed / 100.0;
-          rows.window_loss = {loss - 0.5, loss + 0.5};
-          rows.window_fingerprint = "fnv1a64:test";
-        }
-        if (L == 128) r.analysis[4 * L].arrays["loss"] = {{1}, {5 + tau / 10 + seed / 100.0}, "nats/token"};
         const auto dir = tmp.path / fmt::format("L{}-t{}-s{}", L, tau, seed);
-        fs::create_directories(dir);
-        results::publish(r, (dir / "run.h5").string());
+        auto r = write_run(dir, tau, L, seed, [&](int64_t k) { return double(k) + tau / 10 + seed / 100.0; });
+        if (L == 128) {
+          r.analysis[4 * L].arrays["loss"] = {{1}, {5 + tau / 10 + seed / 100.0}, "nats/token"};
+          results::publish(r, (dir / "run.h5").string());
+        }
       }
   const auto curves = analysis::tau_law_curves(analysis::load_run_set(tmp.path.string())).curves;
   ASSERT_EQ(curves.size(), 2u);
@@ -329,6 +343,110 @@ TEST(TauLaw, CurvesAreReadFromRunFilesAnalysisBeforeEval) {
   EXPECT_EQ(partial.skipped[1], "L = 64 left out: 2 τ with all 2 seeds done (the law needs 3 τ and 2 seeds)");
   fs::remove_all(tmp.path / "L128-t4-s0");
   EXPECT_THROW(analysis::tau_law_curves(analysis::load_run_set(tmp.path.string())), harness::InputError);
+}
+
+TEST(TauLaw, RunsThatDifferInAnotherKeyAreRefusedUnlessSplitByIt) {
+  // L = 64 at batch 8 and 32 (τ = 1, 2, 4, seeds 0 and 1; the minimum at τ = 2): one (L, τ, seed)
+  // twice. The law refuses to mix them into one curve and names the key; split by it, each batch
+  // is its own curve, with its own losses (batch 32's are 1 lower).
+  test_support::TempDir tmp;
+  for (int batch : {8, 32})
+    for (double tau : {1.0, 2.0, 4.0})
+      for (int seed : {0, 1})
+        write_run(tmp.path / fmt::format("b{}-t{}-s{}", batch, tau, seed), tau, 64, seed,
+                  [&](int64_t k) { return double(k) + 0.1 * std::pow(std::log(tau / 2), 2) + seed / 100.0 - (batch == 32 ? 1 : 0); },
+                  fmt::format("batch_size: {}", batch));
+  const auto set = analysis::load_run_set(tmp.path.string());
+  try {
+    analysis::tau_law_curves(set);
+    ADD_FAILURE() << "runs differing in the batch were mixed into one curve";
+  } catch (const harness::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("differ in train.batch_size = 8 and 32"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--by KEY"), std::string::npos) << e.what();
+  }
+  const auto parts = analysis::split_run_set(set, "train.batch_size");
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].first, "8");  // in the runs' order: numbers by value
+  for (const auto& [batch, part] : parts) {
+    EXPECT_EQ(part.runs.size(), 6u);
+    const auto curves = analysis::tau_law_curves(part).curves;
+    ASSERT_EQ(curves.size(), 1u);
+    EXPECT_NEAR(curves[0].loss.at(4)[2][1], 4 + 0.1 * std::pow(std::log(2.0), 2) + 0.01 - (batch == "32" ? 1 : 0), 1e-12);
+  }
+  // The command: refused without --by (exit 2), each group's law and their ratio with it.
+  const auto log = tmp.path / "log.txt";
+  auto harness = [&](const std::string& args) {
+    const int status = std::system(fmt::format("{} tau law '{}' --replicates 200 {} > '{}' 2>&1", HARNESS_BINARY,
+                                               tmp.path.string(), args, log.string()).c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(harness(""), 2) << test_support::read_text(log);
+  ASSERT_EQ(harness(fmt::format("--by train.batch_size --out '{}'", (tmp.path / "law").string())), 0)
+      << test_support::read_text(log);
+  const std::string out = test_support::read_text(log);
+  EXPECT_NE(out.find("## train.batch_size=8"), std::string::npos) << out;
+  EXPECT_NE(out.find("## τ* between the values of train.batch_size"), std::string::npos) << out;
+  EXPECT_NE(out.find("| 64 | 4L | train.batch_size=8 | train.batch_size=32 | 1.00 |"), std::string::npos) << out;
+  EXPECT_TRUE(fs::exists(tmp.path / "law" / "train.batch_size=32" / "tau-law-curves.csv"));
+  EXPECT_NE(test_support::read_text(tmp.path / "law" / "tau-star-ratios.csv").find("\"train.batch_size=8\",\"train.batch_size=32\""),
+            std::string::npos);
+  try {
+    analysis::split_run_set(set, "train.context");
+    ADD_FAILURE() << "split by a key that does not vary";
+  } catch (const harness::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("'train.context' does not vary between these runs; keys that vary: "),
+              std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("train.batch_size"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TauLaw, TwoGroupsTauStarAreComparedAsARatioOverIndependentBootstraps) {
+  // Group a: the two-seed curves of TheBootstrapRedrawsWholeSeedCurvesAndScalesTheirSpread, whose
+  // replicates put ln τ* at v̄ or v̄ ± (v1 − v0)/√2 exactly; group b: two identical seeds with the
+  // vertex at w, so every replicate of b is w. The ratio's interval is then exp(a's interval − w).
+  const double v0 = std::log(3.0), v1 = std::log(5.0), vbar = (v0 + v1) / 2, spread = (v1 - v0) / std::sqrt(2.0);
+  auto curve = [](double va, double vb) {
+    analysis::TauLawCurve c;
+    c.L = 256;
+    c.tau = grid(0.5, 7);
+    c.seeds = {0, 1};
+    for (double t : c.tau)
+      c.loss[4].push_back({2.0 + 0.04 * std::pow(std::log(t) - va, 2), 2.3 + 0.04 * std::pow(std::log(t) - vb, 2)});
+    return c;
+  };
+  analysis::TauLawOptions o;
+  o.replicates = 2000;
+  const auto a = analysis::tau_law({curve(v0, v1)}, o);
+  for (const double w : {std::log(1.5), std::log(3.9)}) {
+    auto ob = o;
+    ob.seed = 2;
+    const auto b = analysis::tau_law({curve(w, w)}, ob);
+    const auto r = analysis::compare_tau_star(a, "batch=8", b, "batch=32");
+    ASSERT_EQ(r.size(), 1u);
+    EXPECT_EQ(r[0].L, 256);
+    EXPECT_EQ(r[0].factor, 4);
+    EXPECT_NEAR(std::log(r[0].ratio), vbar - w, 1e-9);
+    EXPECT_NEAR(std::log(r[0].lo), vbar - spread - w, 1e-9);
+    EXPECT_NEAR(std::log(r[0].hi), vbar + spread - w, 1e-9);
+    const std::string text = analysis::format_tau_star_ratios(r, o.level);
+    // w = ln 1.5: the interval [e^(v̄−spread)/1.5, …] = [2.09, …] excludes 1; w = ln 3.9 holds 1.
+    const bool resolved = vbar - spread - w > 0;
+    EXPECT_EQ(resolved, w < std::log(2.0));
+    EXPECT_NE(text.find(resolved ? "τ* larger under batch=8 (1 excluded)" : "not resolved (1 inside the interval)"),
+              std::string::npos) << text;
+  }
+  // A group whose best τ is the grid's smallest: its τ* is only bounded above, so the ratio a / b
+  // is bounded below only (b's τ* may be anywhere under 0.5 · 2 = 1).
+  auto ob = o;
+  ob.seed = 3;
+  const auto edge = analysis::tau_law({curve(std::log(0.1), std::log(0.1))}, ob);
+  const auto r = analysis::compare_tau_star(a, "a", edge, "b");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(std::isnan(r[0].ratio));
+  EXPECT_EQ(r[0].hi, INFINITY);
+  EXPECT_NEAR(std::log(r[0].lo), vbar - spread - std::log(1.0), 1e-9);
+  EXPECT_NE(analysis::format_tau_star_ratios(r, o.level).find(fmt::format("≥ {:.2f}", r[0].lo)), std::string::npos);
+  EXPECT_EQ(analysis::tau_star_ratios_csv(r).substr(0, 47), "L,factor,a,b,ratio,ratio_at_least,ratio_at_most");
 }
 
 TEST(TauLaw, TheCurvesCsvReadsBackToTheSameLaw) {

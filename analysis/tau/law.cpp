@@ -173,6 +173,7 @@ PerL fit_one_L(const TauLawCurve& c, const TauLawOptions& o, std::mt19937_64& rn
     out.point[factor] = fit_tau_star(c.tau, m);
     TauLawRow row{c.L, factor, c.tau[size_t(std::min_element(m.begin(), m.end()) - m.begin())], {}};
     row.tau_star = tau_estimate(out.point[factor], out.draws[factor], o.level);
+    for (const auto& d : out.draws[factor]) row.replicate_log_span.emplace_back(d.log_lo, d.log_hi);
     law.rows.push_back(row);
   }
   if (breakdown)
@@ -289,6 +290,34 @@ std::pair<double, double> slope_bounds(const std::vector<double>& x, const std::
     at_most += w > 0 ? w * hi[i] : w * lo[i];
   }
   return {at_least, at_most};
+}
+
+std::vector<TauStarRatio> compare_tau_star(const TauLaw& a, const std::string& name_a, const TauLaw& b,
+                                           const std::string& name_b) {
+  if (a.options.replicates != b.options.replicates || a.options.level != b.options.level)
+    throw std::invalid_argument("tau law: groups bootstrapped with different replicates or levels");
+  std::vector<TauStarRatio> out;
+  for (const auto& ra : a.rows)
+    for (const auto& rb : b.rows) {
+      if (ra.L != rb.L || ra.factor != rb.factor) continue;
+      TauStarRatio r{ra.L, ra.factor, name_a, name_b, kNaN, 0, 0, 0, 0};
+      const auto &ta = ra.tau_star, &tb = rb.tau_star;
+      r.at_least = ta.at_least / tb.at_most;  // 0 / ∞ arithmetic gives the open ends
+      r.at_most = tb.at_least > 0 ? ta.at_most / tb.at_least : kInf;
+      if (!std::isnan(ta.value) && !std::isnan(tb.value)) r.ratio = r.at_least = r.at_most = ta.value / tb.value;
+      std::vector<double> lower, upper;
+      for (size_t i = 0; i < ra.replicate_log_span.size(); ++i) {
+        const auto [lo_a, hi_a] = ra.replicate_log_span[i];
+        const auto [lo_b, hi_b] = rb.replicate_log_span[i];
+        lower.push_back(lo_a - hi_b);  // ln: −∞ − x and x − ∞ stay −∞, never ∞ − ∞ (lo < ∞, hi > −∞)
+        upper.push_back(hi_a - lo_b);
+      }
+      const auto [lo, hi] = interval(lower, upper, a.options.level);
+      r.lo = std::exp(lo);
+      r.hi = std::exp(hi);
+      out.push_back(r);
+    }
+  return out;
 }
 
 TauLaw tau_law(const std::vector<TauLawCurve>& curves, const TauLawOptions& options) {

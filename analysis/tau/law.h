@@ -101,6 +101,7 @@ struct TauLawRow {
   int64_t L = 0, factor = 0;
   double best_grid_tau = 0;  // the lowest seed mean
   TauEstimate tau_star;
+  std::vector<std::pair<double, double>> replicate_log_span;  // each replicate's ln τ* span (lo = hi when located)
 };
 
 struct TauLawSlope {
@@ -143,6 +144,25 @@ std::string format_tau_law(const TauLaw& law);
 // One row per (L, factor): τ* with its bounds and interval, the shares of censored replicates by
 // cause, and the breakdown τ with its interval (header in tau_law.cpp).
 std::string tau_law_csv(const TauLaw& law);
+
+// τ* of one group of runs against another's at the same L and validation context (`harness tau law
+// --by KEY`: e.g. the same L trained with two batch sizes). Different runs, so the two bootstraps
+// are independent: replicate r of each is paired only by its index, and the ratio's span in that
+// replicate is [lo_a / hi_b, hi_a / lo_b] of their τ* spans; its interval the quantiles over all
+// replicates as for τ* (law.h above), 0 or ∞ where a grid does not bound it.
+struct TauStarRatio {
+  int64_t L = 0, factor = 0;
+  std::string a, b;                  // the groups' names
+  double ratio = 0;                  // τ*_a / τ*_b; NaN when either is not located
+  double at_least = 0, at_most = 0;  // bounds from the censored point estimates; = ratio when located
+  double lo = 0, hi = 0;
+};
+// Throws std::invalid_argument when the two laws were bootstrapped with different replicate counts.
+std::vector<TauStarRatio> compare_tau_star(const TauLaw& a, const std::string& name_a, const TauLaw& b,
+                                           const std::string& name_b);
+// A Markdown table, each ratio with its interval and what the interval allows one to say.
+std::string format_tau_star_ratios(const std::vector<TauStarRatio>& ratios, double level);
+std::string tau_star_ratios_csv(const std::vector<TauStarRatio>& ratios);
 
 // ---- the fits, exposed for tests ---------------------------------------------------------------
 

@@ -2,12 +2,14 @@
 // from /analysis where `harness analyse` wrote it, else /eval; or from the CSV `tau law` writes.
 // Both go through one table and one set of rules about what is complete enough to keep.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "analysis/tau/law.h"
 #include "attention/parameters.h"
@@ -119,14 +121,31 @@ T number(const std::string& text, const std::string& where, const char* column) 
   throw harness::InputError(fmt::format("{}: {} '{}' is not a number", where, column, text));
 }
 
+// What two runs' values differ in: "key = x and y; …" over the keys that vary.
+std::string differing_keys(const RunSet& set, const RunEntry& a, const RunEntry& b) {
+  std::vector<std::string> keys;
+  for (const auto& k : set.keys)
+    if (a.values.at(k) != b.values.at(k)) keys.push_back(fmt::format("{} = {} and {}", k, a.values.at(k), b.values.at(k)));
+  return keys.empty() ? "no key" : fmt::format("{}", fmt::join(keys, "; "));
+}
+
 }  // namespace
 
 TauLawCurves tau_law_curves(const RunSet& set) {
   Table data;
+  // Runs of one L, τ and seed that differ in something else (e.g. the batch) would be mixed into
+  // one curve: refused, with the key to split them by.
+  std::map<std::tuple<int64_t, double, int64_t>, const RunEntry*> seen;
   for (const auto& run : set.runs) {
     if (!run.record || run.state != "done") continue;
     const int64_t L = run.train_context;
     const double tau = run.config.attention.parameters[attention::Parameter::kTau].resolve(L);
+    const auto [other, fresh] = seen.try_emplace({L, tau, int64_t(run.config.train.seed)}, &run);
+    if (!fresh)
+      throw harness::InputError(fmt::format(
+          "{}: runs {} and {} have the same L ({}), τ ({:g}) and seed ({}) but differ in {}: the law needs one curve "
+          "per L; split them with `--by KEY`", set.dir, other->second->id, run.id, L, tau, run.config.train.seed,
+          differing_keys(set, *other->second, run)));
     std::set<int64_t> contexts;
     for (const auto& [T, rows] : run.record->eval) contexts.insert(T);
     for (const auto& [T, group] : run.record->analysis) contexts.insert(T);

@@ -131,6 +131,50 @@ std::string format_tau_law(const TauLaw& law) {
   return out;
 }
 
+namespace {
+
+std::string ratio_text(double r) {
+  if (std::isnan(r)) return "–";
+  if (std::isinf(r)) return "∞";
+  return fmt::format("{:.2f}", r);
+}
+
+// What a ratio's interval allows one to say.
+std::string ratio_verdict(const TauStarRatio& r) {
+  if (r.lo > 1) return fmt::format("τ* larger under {} (1 excluded)", r.a);
+  if (r.hi < 1) return fmt::format("τ* larger under {} (1 excluded)", r.b);
+  return "not resolved (1 inside the interval)";
+}
+
+}  // namespace
+
+std::string format_tau_star_ratios(const std::vector<TauStarRatio>& ratios, double level) {
+  if (ratios.empty()) return "No L and context is shared by the groups: nothing to compare.\n";
+  std::string out = fmt::format(
+      "τ*_a / τ*_b at the same L and context ({:.0f}% interval over all replicates of the two groups' independent "
+      "seed bootstraps, censored ones at their bounds; at one L this is also the ratio of τ*/L):\n\n"
+      "| L | context | a | b | τ*_a / τ*_b | interval | reading |\n| --- | --- | --- | --- | --- | --- | --- |\n",
+      100 * level);
+  for (const auto& r : ratios) {
+    const std::string point = std::isnan(r.ratio)
+                                  ? fmt::format("between {} and {} (a τ* not located)", ratio_text(r.at_least), ratio_text(r.at_most))
+                                  : ratio_text(r.ratio);
+    const std::string span = r.lo <= 0 && std::isinf(r.hi) ? "not bounded at either end"
+                             : r.lo <= 0                   ? fmt::format("≤ {}", ratio_text(r.hi))
+                             : std::isinf(r.hi)            ? fmt::format("≥ {}", ratio_text(r.lo))
+                                                           : fmt::format("[{}, {}]", ratio_text(r.lo), ratio_text(r.hi));
+    out += fmt::format("| {} | {}L | {} | {} | {} | {} | {} |\n", r.L, r.factor, r.a, r.b, point, span, ratio_verdict(r));
+  }
+  return out;
+}
+
+std::string tau_star_ratios_csv(const std::vector<TauStarRatio>& ratios) {
+  std::string out = "L,factor,a,b,ratio,ratio_at_least,ratio_at_most,lo,hi\n";
+  for (const auto& r : ratios)
+    out += fmt::format("{},{},\"{}\",\"{}\",{},{},{},{},{}\n", r.L, r.factor, r.a, r.b, r.ratio, r.at_least, r.at_most, r.lo, r.hi);
+  return out;
+}
+
 std::string tau_law_csv(const TauLaw& law) {
   std::string out =
       "L,factor,best_grid_tau,tau_star,tau_star_at_least,tau_star_at_most,lo,hi,censored,censored_low_edge,"
