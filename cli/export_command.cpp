@@ -6,6 +6,7 @@
 #include "analysis/export_curves.h"
 #include "analysis/export/export_table.h"
 #include "analysis/export/from_csv.h"
+#include "analysis/export/revisions.h"
 #include "analysis/pairwise_gaps.h"
 #include "analysis/run_set.h"
 #include "cli/commands.h"
@@ -39,6 +40,9 @@ const char* kUsage =
     "         a committed `export pairs --format csv` as Markdown, no runs read; verdicts by rule (its\n"
     "         family column, or Holm at its intervals' level); --sweep: contexts as multiples of its L,\n"
     "         and its `planned:` family decides the verdicts\n"
+    "       harness export revisions SWEEP_FILE|RUNS_DIR ... [--train-minutes]\n"
+    "         the revisions the runs were trained at, with counts (run.h5 /config git_revision);\n"
+    "         --train-minutes: their training time summed instead (/train/seconds), in whole minutes\n"
     "examples:\n"
     "  harness export table sweeps/quickstart.yaml --format csv --out runs/quickstart/table.csv\n"
     "  harness export table sweeps/table1.yaml --metric attention/band_mass@10 --cols context\n"
@@ -217,6 +221,28 @@ int curves(const Args& args) {
   return kExitOk;
 }
 
+int revisions(const Args& args) {
+  po::options_description options("export revisions options");
+  std::vector<std::string> inputs;
+  po::options_description arguments;
+  arguments.add_options()("input", po::value(&inputs)->composing(), "sweep files or directories of runs");
+  options.add_options()("train-minutes", "print the runs' training time summed, in whole minutes");
+  po::positional_options_description positional;
+  positional.add("input", -1);
+  po::variables_map vm;
+  if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
+  if (inputs.empty()) throw InputError("export revisions: give one or more sweep files or directories of runs");
+  std::vector<analysis::RunSet> sets;
+  for (const auto& input : inputs) sets.push_back(analysis::load_run_set(input));
+  for (const auto& set : sets)
+    for (const auto& w : set.warnings) fmt::print(stderr, "warning: {}\n", w);
+  if (vm.count("train-minutes"))
+    fmt::print("{:.0f}\n", analysis::training_seconds(sets) / 60);
+  else
+    fmt::print("{}\n", analysis::trained_revisions(sets));
+  return kExitOk;
+}
+
 }  // namespace
 
 int export_command(const Args& args) {
@@ -228,7 +254,8 @@ int export_command(const Args& args) {
   if (args[0] == "table") return table(rest);
   if (args[0] == "curves") return curves(rest);
   if (args[0] == "pairs") return pairs(rest);
-  throw InputError(fmt::format("export: unknown action '{}'; expected table, curves or pairs\n\n{}", args[0], kUsage));
+  if (args[0] == "revisions") return revisions(rest);
+  throw InputError(fmt::format("export: unknown action '{}'; expected table, curves, pairs or revisions\n\n{}", args[0], kUsage));
 }
 
 }  // namespace harness::cli

@@ -8,20 +8,7 @@
 
 # The revisions the runs under the given sweep directories were trained at (each run.h5 records its
 # own in /config git_revision), with counts: "abc1234 (15 runs), def5678-dirty (3 runs)".
-trained() {
-  "${PYTHON:-.venv/bin/python}" - "$@" <<'PY'
-import collections, glob, sys
-import h5py
-count = collections.Counter()
-for folder in sys.argv[1:]:
-    for path in glob.glob(f"{folder}/*/run.h5"):
-        with h5py.File(path, "r") as f:
-            rev = f["config"].attrs.get("git_revision", "unknown")
-            rev = rev.decode() if isinstance(rev, bytes) else str(rev)
-            count[rev[:7] + ("-dirty" if rev.endswith("-dirty") else "")] += 1  # short hash
-print(", ".join(f"{rev} ({n} runs)" for rev, n in sorted(count.items())) or "none")
-PY
-}
+trained() { "$HARNESS" export revisions "$@" 2>/dev/null; }
 
 # A page's provenance.md: provenance SCRIPT SWEEP... (each sweep's runs under runs/<name>/).
 provenance() {

@@ -25,29 +25,23 @@ TOKENS=${RESULTS_TOKENS:-65536}
 
 if [ "$render_only" = 0 ]; then
   source scripts/results-lib.sh  # trained
-  run_minutes() {  # the training seconds of the runs under $1, summed, in minutes
-    "${PYTHON:-.venv/bin/python}" -c 'import glob, sys, h5py
-print(round(sum(h5py.File(p, "r")["train/seconds"][-1] for p in glob.glob(sys.argv[1] + "/*/run.h5")) / 60))' "$1"
-  }
   "$HARNESS" analyse "$SWEEP" --tokens "$TOKENS" --threads "${RESULTS_JOBS:-$(nproc)}" >/dev/null
   mkdir -p "$DATA"
   "$HARNESS" tau law "$SWEEP" --out "$DATA.tmp" >/dev/null
   rm -rf "$DATA" && mkdir -p "$DATA"
   cp "$DATA.tmp"/tau-law-curves.csv "$DATA.tmp"/*.png "$DATA.tmp"/tau_law_*.csv "$DATA" && rm -rf "$DATA.tmp"
   runs=$(awk -F, 'NR > 1 {print $1 "," $3 "," $4}' "$DATA/tau-law-curves.csv" | sort -u | wc -l)
-  done_runs=$(mktemp -d)  # the finished runs only, for their revisions
-  "$HARNESS" sweep plan "$SWEEP" | awk '$NF == "done" {print $1}' |
-    while read -r id; do ln -s "$PWD/runs/tau-law-sqrt2/$id" "$done_runs/$id"; done
+  # the finished runs only, for their revisions and training time
+  mapfile -t done_runs < <("$HARNESS" sweep plan "$SWEEP" | awk '$NF == "done" {print "runs/tau-law-sqrt2/" $1}')
   {
     echo "Data written by \`scripts/results-tau-law.sh\` on $(date -u +%Y-%m-%d) at revision"
     echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs/results' || echo -dirty), $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores:"
-    echo "$runs runs of \`$SWEEP\` used (each τ with all its L's seeds done; $(ls "$done_runs" | wc -l) of its"
+    echo "$runs runs of \`$SWEEP\` used (each τ with all its L's seeds done; ${#done_runs[@]} of its"
     echo "$("$HARNESS" sweep plan "$SWEEP" | grep -c ' #') runs finished), the finished ones trained at revision(s)"
-    echo "$(trained "$done_runs") (each run.h5's /config git_revision), each re-validated on"
-    echo "$TOKENS tokens per context. Their training took $(run_minutes "$done_runs") run-minutes in all"
+    echo "$(trained "${done_runs[@]}") (each run.h5's /config git_revision), each re-validated on"
+    echo "$TOKENS tokens per context. Their training took $("$HARNESS" export revisions "${done_runs[@]}" --train-minutes) run-minutes in all"
     echo "(run.h5's /train/seconds, validation excluded; 2 runs at a time on the 2 cores, beside other work)."
   } > "$DATA/provenance.md"
-  rm -rf "$done_runs"
 fi
 
 [ -f "$DATA/tau-law-curves.csv" ] || { echo "results-tau-law: no $DATA/tau-law-curves.csv" >&2; exit 2; }
