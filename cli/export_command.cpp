@@ -29,6 +29,8 @@ const char* kUsage =
     "         needle/<accuracy|city_accuracy|number_accuracy|mean_log_prob> (docs/export.md)\n"
     "       harness export table --from-csv FILE [--best min|max|none] [--title T] [--plain]\n"
     "         a committed `export table --format csv` as Markdown, no runs read (--plain: any CSV, as written)\n"
+    "       harness export table --from-curves LABEL=FILE[@X] ... [--best min|max|none]\n"
+    "         a table of figure CSVs' series (`export curves`), one column per FILE: the row at x = X (default: last)\n"
     "       harness export curves SWEEP_FILE|RUNS_DIR|THEORY_FILE --out DIR [--theory FILE]\n"
     "         one CSV per figure and its SVG/PNG rendered with gnuplot\n"
     "       harness export pairs SWEEP_FILE|RUNS_DIR [--by K,..] [--arm A ...] [--level 0.95] [--format md|csv]\n"
@@ -75,6 +77,8 @@ int table(const Args& args) {
       ("from-csv", po::value(&from_csv), "render a committed `export table --format csv` instead (no runs read)")
       ("title", po::value<std::string>(), "with --from-csv: the note's last words (default: the file)")
       ("plain", "with --from-csv: any CSV as a Markdown table, every field as written")
+      ("from-curves", po::value<std::vector<std::string>>()->composing(), "LABEL=FILE[@X]: a column of figure CSV "
+       "FILE's series at x = X (default: its last row); repeat it")
       ("metric", po::value(&o.metric)->default_value("loss"), "what the cells hold")
       ("rows", po::value(&rows)->composing(), "row keys, comma-separated (default: the varying keys but the seed)")
       ("cols", po::value(&cols)->composing(), "column keys (default: context)")
@@ -87,6 +91,17 @@ int table(const Args& args) {
   positional.add("input", 1);
   po::variables_map vm;
   if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
+  if (vm.count("from-curves")) {
+    if (!input.empty() || !from_csv.empty())
+      throw InputError("export table: --from-curves reads figure CSVs only: no sweep, runs directory or --from-csv");
+    std::vector<analysis::CurvesColumn> columns;
+    for (const auto& a : vm["from-curves"].as<std::vector<std::string>>())
+      columns.push_back(analysis::parse_curves_column(a));
+    const std::string text = analysis::curves_table_markdown(columns, o.best.empty() ? "none" : o.best);
+    fmt::print("{}", text);
+    if (!out.empty()) harness::write_file_atomically(out, text);
+    return kExitOk;
+  }
   if (input.empty() == from_csv.empty())
     throw InputError("export table: give a sweep file or a runs directory, or --from-csv FILE (one of them)");
   if (!from_csv.empty()) return table_from_csv(from_csv, vm, o.best, out);

@@ -19,7 +19,7 @@ OUT=docs/results
 DATA=$OUT/fire
 JOBS=${RESULTS_JOBS:-$(nproc)}
 [ -x "$HARNESS" ] || { echo "results-fire: $HARNESS not found; run make build first" >&2; exit 2; }
-source scripts/results-lib.sh  # trained, provenance, figures, committed
+source scripts/results-lib.sh  # trained, provenance, figures, committed, table_or_curves
 
 if [ "$render_only" = 0 ]; then
   "$HARNESS" sweep run sweeps/fire.yaml --jobs "$JOBS" --threads-per-job 1 --no-live >/dev/null
@@ -83,7 +83,8 @@ mkdir -p "$PAGE_DIR"
   echo "\`harness export table --from-csv\`, the pairs by \`harness export pairs --from-csv\`."
   echo "Cells: final validation loss (nats/byte), mean ± standard error over seeds (number of seeds)."
   echo
-  committed table "$DATA/table.csv" scripts/results-fire.sh --best min --title "fire: loss"
+  table_or_curves "$DATA/table.csv" scripts/results-fire.sh min "fire: loss" "256 (1L)=$DATA/loss_vs_step_T256.csv" \
+      "1024 (4L)=$DATA/loss_vs_step_T1024.csv" "4096 (16L)=$DATA/loss_vs_step_T4096.csv"
   echo
   echo "By seed:"
   echo

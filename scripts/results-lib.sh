@@ -46,3 +46,15 @@ committed() {
     text) cat "$file" ;;
   esac
 }
+
+# A table of the committed `export table` CSV when there is one, else the same means ± s.e. read
+# from committed figure CSVs (`export table --from-curves`: no seed counts, no window s.e.):
+# table_or_curves CSV WRITER BEST TITLE LABEL=FILE[@X] ...
+table_or_curves() {
+  local file=$1 writer=$2 best=$3 title=$4 a args=(); shift 4
+  if [ -f "$file" ]; then "$HARNESS" export table --from-csv "$file" --best "$best" --title "$title"; return; fi
+  for a in "$@"; do args+=(--from-curves "$a"); done
+  "$HARNESS" export table "${args[@]}" --best "$best"
+  echo
+  echo "*From the figure CSVs until \`$writer\` writes \`$file\` from the runs (with the seeds behind each cell).*"
+}

@@ -24,7 +24,7 @@ SAME=$OUT/table1-same-text
 KEY=$OUT/passkey
 JOBS=${RESULTS_JOBS:-$(nproc)}
 [ -x "$HARNESS" ] || { echo "results: $HARNESS not found; run make build first" >&2; exit 2; }
-source scripts/results-lib.sh  # trained, provenance, figures, committed
+source scripts/results-lib.sh  # trained, provenance, figures, committed, table_or_curves
 
 plateau() {  # per passkey run, as CSV: the step its key loss fell below 1 nat per digit (off the plateau near ln 10)
   "${PYTHON:-.venv/bin/python}" - "runs/$1" "$("$HARNESS" sweep plan "sweeps/$1.yaml")" <<'PY'
@@ -84,7 +84,8 @@ W=scripts/results-same-text.sh
   echo "(clustered by document); the stored per-context loss_se counts the chunks of one window as"
   echo "independent."
   echo
-  committed table "$SAME/table.csv" $W --best min --title "table1-same-text: loss"
+  table_or_curves "$SAME/table.csv" $W min "table1-same-text: loss" "256 (1L)=$SAME/loss_vs_step_T256.csv" \
+      "1024 (4L)=$SAME/loss_vs_step_T1024.csv" "4096 (16L)=$SAME/loss_vs_step_T4096.csv"
   echo
   echo "## Which differences are resolved"
   echo
@@ -142,7 +143,10 @@ W=scripts/results-same-text.sh
   echo "Log-probability of the key (nats, summed over its digits; a uniform guess scores the number"
   echo "of digits times ln 1/10):"
   echo
-  committed table "$KEY/log-prob.csv" $W --best max --title "passkey: needle/mean_log_prob"
+  table_or_curves "$KEY/log-prob.csv" $W max "passkey: needle/mean_log_prob" \
+      "128=$KEY/passkey_log_prob_vs_distance.csv@0.5" "256 (1L)=$KEY/passkey_log_prob_vs_distance.csv@1" \
+      "512 (2L)=$KEY/passkey_log_prob_vs_distance.csv@2" "1024 (4L)=$KEY/passkey_log_prob_vs_distance.csv@4" \
+      "2048 (8L)=$KEY/passkey_log_prob_vs_distance.csv@8" "3840 (15L)=$KEY/passkey_log_prob_vs_distance.csv@15"
   echo
   echo "![passkey against distance](passkey/passkey_vs_distance.png)"
   echo

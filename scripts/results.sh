@@ -22,7 +22,7 @@ JOBS=${RESULTS_JOBS:-$(nproc)}
 TOKENS=${RESULTS_TOKENS:-131072}
 OUT=docs/results
 [ -x "$HARNESS" ] || { echo "results: $HARNESS not found; run make build first" >&2; exit 2; }
-source scripts/results-lib.sh  # trained, provenance, figures, committed
+source scripts/results-lib.sh  # trained, provenance, figures, committed, table_or_curves
 
 if [ "$render_only" = 0 ]; then
   for sweep in table1 tau-ablation; do
@@ -92,13 +92,17 @@ W=scripts/results.sh
   echo
   echo "Attention entropy at the last validation, mean over layers and heads:"
   echo
-  committed table "$OUT/table1/entropy.csv" $W --title "table1: attention/entropy"
+  E=$OUT/table1/entropy_vs_context.csv
+  table_or_curves "$OUT/table1/entropy.csv" $W none "table1: attention/entropy" "64 (1L)=$E@64" "256 (4L)=$E@256" \
+      "1024 (16L)=$E@1024"
   echo
   echo "![entropy against context](results/table1/entropy_vs_context.png)"
   echo
   echo "## The τ ablation of si+p-rope (sweeps/tau-ablation.yaml, Appendix H)"
   echo
-  committed table "$OUT/tau-ablation/table.csv" $W --best min --title "tau-ablation: analysis/loss"
+  T=$OUT/tau-ablation/loss_vs_tau.csv  # its rows: τ / L of the sweep's grid, L/409600 … L/40.96
+  table_or_curves "$OUT/tau-ablation/table.csv" $W none "tau-ablation: analysis/loss" "L/409600=$T@2.44140625e-06" \
+      "L/40960=$T@2.44140625e-05" "L/4096=$T@2.44140625e-04" "L/409.6=$T@2.44140625e-03" "L/40.96=$T@2.44140625e-02"
   echo
   echo "Separable from the best of each column:"
   echo

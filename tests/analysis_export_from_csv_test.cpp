@@ -135,4 +135,22 @@ TEST(ExportFromCsv, AnyCsvAsMarkdownAndTheReadersErrorsNameFileAndLine) {
   EXPECT_THROW(numbers.column("z"), harness::InputError);
 }
 
+TEST(ExportFromCsv, FigureCsvsGiveATableOfTheirSeriesAtTheLastRowOrAChosenX) {
+  analysis::CurvesColumn last{"1L", parse_csv("step,x,x se,y,y se\n400,2,0.1,3,0.2\n800,1.5,0.05,1.2,0.01\n", "a.csv")};
+  const auto b = parse_csv("context,x,x se,y,y se\n64,1,0.5,,\n256,4,0.4,5,0.3\n", "b.csv");
+  analysis::CurvesColumn at256{"4L", b, false, 256}, at64{"64", b, false, 64};
+  EXPECT_EQ(analysis::curves_table_markdown({last, at256, at64}, "min"),
+            "| series | 1L | 4L | 64 |\n| --- | --- | --- | --- |\n"
+            "| x | 1.5000 ± 0.0500 | **4.0000 ± 0.4000** | 1.0000 ± 0.5000 |\n"
+            "| y | **1.2000 ± 0.0100** | 5.0000 ± 0.3000 | – |\n"
+            "\nmean ± standard error, as the figure CSVs hold them; ** best per column: a.csv (last row), "
+            "b.csv (context = 256), b.csv (context = 64)\n");
+  analysis::CurvesColumn missing{"x", b, false, 100};
+  EXPECT_THROW(analysis::curves_table_markdown({missing}, "none"), harness::InputError);
+  analysis::CurvesColumn no_se{"x", parse_csv("step,x\n1,2\n", "c.csv")};
+  EXPECT_THROW(analysis::curves_table_markdown({no_se}, "none"), harness::InputError);
+  EXPECT_THROW(analysis::parse_curves_column("no-label"), harness::InputError);
+  EXPECT_THROW(analysis::parse_curves_column("L=missing.csv@abc"), harness::InputError);
+}
+
 }  // namespace

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "common/errors.h"
 #include "sweeps/sweep_file.h"
@@ -272,6 +273,86 @@ std::string csv_as_markdown(const CsvFile& csv) {
   out += "\n";
   for (const auto& r : csv.rows) out += row(r);
   return out;
+}
+
+CurvesColumn parse_curves_column(const std::string& argument) {
+  const size_t eq = argument.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == argument.size())
+    throw InputError(fmt::format("--from-curves: expected LABEL=FILE[@X], got '{}'", argument));
+  CurvesColumn c;
+  c.label = argument.substr(0, eq);
+  std::string file = argument.substr(eq + 1);
+  const size_t at = file.rfind('@');
+  if (at != std::string::npos) {
+    const std::string x = file.substr(at + 1);
+    char* end = nullptr;
+    c.x = std::strtod(x.c_str(), &end);
+    if (x.empty() || end != x.c_str() + x.size())
+      throw InputError(fmt::format("--from-curves: '{}': expected a number after @, got '{}'", argument, x));
+    c.last = false;
+    file = file.substr(0, at);
+  }
+  c.csv = read_csv(file);
+  return c;
+}
+
+std::string curves_table_markdown(const std::vector<CurvesColumn>& columns, const std::string& best) {
+  if (best != "min" && best != "max" && best != "none")
+    throw InputError(fmt::format("--best: expected min, max or none, got '{}'", best));
+  std::vector<std::string> series;  // in the order the files first name them
+  std::vector<std::map<std::string, std::pair<double, double>>> value(columns.size());
+  std::vector<std::string> files;
+  for (size_t k = 0; k < columns.size(); ++k) {
+    const auto& csv = columns[k].csv;
+    if (csv.rows.empty()) throw InputError(fmt::format("{}: no rows", csv.path));
+    size_t row = csv.rows.size() - 1;
+    if (!columns[k].last) {
+      row = csv.rows.size();
+      for (size_t r = 0; r < csv.rows.size(); ++r) {
+        const double x = csv.number(r, 0);
+        if (std::fabs(x - columns[k].x) <= 1e-9 * std::max(1.0, std::fabs(x))) row = r;
+      }
+      if (row == csv.rows.size())
+        throw InputError(fmt::format("{}: no row with {} = {:g}", csv.path, csv.header[0], columns[k].x));
+    }
+    for (size_t c = 1; c < csv.header.size(); ++c) {
+      const std::string& name = csv.header[c];
+      if (name.size() > 3 && name.compare(name.size() - 3, 3, " se") == 0 && csv.has(name.substr(0, name.size() - 3)))
+        continue;
+      const size_t se = csv.column(name + " se");
+      if (std::find(series.begin(), series.end(), name) == series.end()) series.push_back(name);
+      const double mean = csv.number(row, c, true);
+      if (!std::isnan(mean)) value[k][name] = {mean, csv.number(row, se, true)};
+    }
+    files.push_back(columns[k].last ? csv.path + " (last row)"
+                                    : fmt::format("{} ({} = {:g})", csv.path, csv.header[0], columns[k].x));
+  }
+  std::vector<double> top(columns.size(), kNaN);
+  for (size_t k = 0; k < columns.size() && best != "none"; ++k)
+    for (const auto& [name, v] : value[k])
+      if (std::isnan(top[k]) || (best == "min" ? v.first < top[k] : v.first > top[k])) top[k] = v.first;
+  std::string out = "| series |";
+  for (const auto& c : columns) out += " " + c.label + " |";
+  out += "\n| --- |";
+  for (size_t k = 0; k < columns.size(); ++k) out += " --- |";
+  out += "\n";
+  for (const auto& name : series) {
+    out += "| " + name + " |";
+    for (size_t k = 0; k < columns.size(); ++k) {
+      const auto it = value[k].find(name);
+      if (it == value[k].end()) {
+        out += " – |";
+        continue;
+      }
+      const auto [mean, se] = it->second;
+      std::string text = std::isnan(se) ? fmt::format("{:.4f}", mean) : fmt::format("{:.4f} ± {:.4f}", mean, se);
+      if (mean == top[k] && value[k].size() > 1) text = "**" + text + "**";
+      out += " " + text + " |";
+    }
+    out += "\n";
+  }
+  return out + fmt::format("\nmean ± standard error, as the figure CSVs hold them{}: {}\n",
+                           best == "none" ? "" : "; ** best per column", fmt::join(files, ", "));
 }
 
 }  // namespace analysis

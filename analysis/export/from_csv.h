@@ -11,6 +11,9 @@
 //   `export table --from-csv FILE`   an `export table --format csv` as the Markdown `export table`
 //       prints (format_table), best per column marked by rule.
 //   `export table --from-csv FILE --plain`   any CSV as a Markdown table, fields as written.
+//   `export table --from-curves LABEL=FILE[@X] ...`   cells read from figure CSVs (`export curves`):
+//       each argument one column, LABEL, holding every series' value ± se at the row whose x is X
+//       (default: the last row: a loss curve's final validation).
 #pragma once
 
 #include <cstdint>
@@ -47,5 +50,21 @@ Table read_table_csv(const CsvFile& csv, const std::string& best, const std::str
 
 // Any CSV as a Markdown table, every field as written.
 std::string csv_as_markdown(const CsvFile& csv);
+
+// One column of a table read from a figure CSV: its first column is x, then each series S as the
+// columns "S" and "S se" (figure_writer.h).
+struct CurvesColumn {
+  std::string label;     // the column's header
+  CsvFile csv;
+  bool last = true;      // the last row, or the row whose x is `x`
+  double x = 0;
+};
+// Parses "LABEL=FILE[@X]" and reads FILE. Throws harness::InputError naming the argument or file.
+CurvesColumn parse_curves_column(const std::string& argument);
+// A Markdown table: one row per series (in the order the columns' files first name them), one
+// column per CurvesColumn, cells "mean ± se" ("–" where a file lacks the series or the value is
+// empty), each column's min or max in bold (`best`: min | max | none), then a note naming the files.
+// Throws harness::InputError naming the file: no row at x, a series without its "se" column.
+std::string curves_table_markdown(const std::vector<CurvesColumn>& columns, const std::string& best);
 
 }  // namespace analysis
