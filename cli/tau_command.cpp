@@ -64,7 +64,8 @@ const char* kUsage =
     "  and the figures (tau_law_star, tau_law_loss_<k>L; CSV beside each). --by KEY: runs that differ\n"
     "  in KEY besides L (e.g. train.batch_size) as separate groups, each with its own law, then τ* of\n"
     "  each pair of groups at a shared L and context as a ratio with its interval (independent\n"
-    "  bootstraps); with --out, each group in DIR/KEY=VALUE/ and the ratios in DIR/tau-star-ratios.csv.\n"
+    "  bootstraps); with --out, each group in DIR/KEY=VALUE/ and the ratios in DIR/tau-star-ratios.csv;\n"
+    "  --curves given once per group (DIR/KEY=VALUE/tau-law-curves.csv, in the same order) recomputes it.\n"
     "  Runs of one L, τ and seed that differ in another key are refused without --by.";
 
 template <class T>
@@ -237,38 +238,49 @@ bool write_law(const std::filesystem::path& dir, const std::string& text, const 
   return ok;
 }
 
-// `tau law --by KEY`: a law per value of KEY, then τ* between each pair of groups.
-int law_by(const std::string& input, const std::string& key, const analysis::TauLawOptions& o, const std::string& out) {
-  const auto parts = analysis::split_run_set(analysis::load_run_set(input), key);
-  struct Group {
-    std::string name;
-    std::vector<analysis::TauLawCurve> curves;
-    analysis::TauLaw law;
-    std::string text;
-  };
-  std::vector<Group> groups;
-  uint64_t bootstrap_seed = o.seed;
-  for (const auto& [value, set] : parts) {
-    Group g{fmt::format("{}={}", key, value), {}, {}, {}};
+// One group of a `tau law --by` (or of several --curves files): its name and curves.
+struct LawGroup {
+  std::string name;
+  std::vector<analysis::TauLawCurve> curves;
+};
+
+// The groups of `--by KEY`: the runs by their value of KEY, in the runs' order.
+std::vector<LawGroup> groups_by(const std::string& input, const std::string& key) {
+  std::vector<LawGroup> groups;
+  for (const auto& [value, set] : analysis::split_run_set(analysis::load_run_set(input), key)) {
+    LawGroup g{fmt::format("{}={}", key, value), {}};
     const auto read = analysis::tau_law_curves(set);
     for (const auto& note : read.skipped) fmt::print(stderr, "note: {}: {}\n", g.name, note);
     g.curves = read.curves;
-    auto options = o;
-    options.seed = bootstrap_seed++;  // independent bootstraps: different runs
-    g.law = analysis::tau_law(g.curves, options);
-    g.text = analysis::format_tau_law(g.law);
-    fmt::print("## {}\n\n{}\n", g.name, g.text);
     groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+// A law per group, then τ* between each pair of groups; each group's bootstrap its own generator
+// (seed, seed + 1, … in order), so that the same groups in the same order give the same numbers
+// from runs (--by) and from the curves files --out wrote (--curves DIR/KEY=VALUE/… repeated).
+int law_groups(const std::vector<LawGroup>& groups, const std::string& what, const analysis::TauLawOptions& o,
+               const std::string& out) {
+  std::vector<analysis::TauLaw> laws;
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    auto options = o;
+    options.seed = o.seed + i;  // independent bootstraps: different runs
+    laws.push_back(analysis::tau_law(groups[i].curves, options));
+    texts.push_back(analysis::format_tau_law(laws.back()));
+    fmt::print("## {}\n\n{}\n", groups[i].name, texts.back());
   }
   std::vector<analysis::TauStarRatio> ratios;
   for (size_t i = 0; i < groups.size(); ++i)
     for (size_t j = i + 1; j < groups.size(); ++j)
-      for (const auto& r : analysis::compare_tau_star(groups[i].law, groups[i].name, groups[j].law, groups[j].name))
+      for (const auto& r : analysis::compare_tau_star(laws[i], groups[i].name, laws[j], groups[j].name))
         ratios.push_back(r);
-  fmt::print("## τ* between the values of {}\n\n{}", key, analysis::format_tau_star_ratios(ratios, o.level));
+  fmt::print("## τ* between {}\n\n{}", what, analysis::format_tau_star_ratios(ratios, o.level));
   if (out.empty()) return kExitOk;
   bool ok = true;
-  for (const auto& g : groups) ok = write_law(std::filesystem::path(out) / g.name, g.text, g.law, g.curves) && ok;
+  for (size_t i = 0; i < groups.size(); ++i)
+    ok = write_law(std::filesystem::path(out) / groups[i].name, texts[i], laws[i], groups[i].curves) && ok;
   harness::write_file_atomically((std::filesystem::path(out) / "tau-star-ratios.csv").string(),
                                  analysis::tau_star_ratios_csv(ratios));
   return ok ? kExitOk : harness::kExitFailure;
@@ -276,12 +288,14 @@ int law_by(const std::string& input, const std::string& key, const analysis::Tau
 
 int law(const Args& args) {
   po::options_description options("tau law options");
-  std::string input, curves_path, out, by;
+  std::string input, out, by;
+  std::vector<std::string> curves_paths;
   analysis::TauLawOptions o;
   po::options_description arguments;
   arguments.add_options()("input", po::value(&input), "a sweep file or a directory of runs");
   options.add_options()
-      ("curves", po::value(&curves_path), "read the per-seed losses from this tau-law-curves.csv instead of runs")
+      ("curves", po::value(&curves_paths), "read the per-seed losses from this tau-law-curves.csv instead of runs; "
+                                            "repeated: one group each, named by its folder (what --by --out wrote)")
       ("level", po::value(&o.level)->default_value(0.9), "the intervals' confidence level")
       ("replicates", po::value(&o.replicates)->default_value(4000), "bootstrap replicates")
       ("by", po::value(&by), "a law per value of this key (e.g. train.batch_size), then τ* between the groups")
@@ -293,12 +307,19 @@ int law(const Args& args) {
   if (!(o.level > 0 && o.level < 1)) throw InputError(fmt::format("--level: expected a number in (0, 1), got {}", o.level));
   if (o.replicates < 100) throw InputError(fmt::format("--replicates: expected 100 or more, got {}", o.replicates));
   if (!by.empty()) {
-    if (!curves_path.empty() || input.empty())
+    if (!curves_paths.empty() || input.empty())
       throw InputError("tau law: --by splits runs: give a sweep file or runs directory (a tau-law-curves.csv has no "
-                       "other keys)");
-    return law_by(input, by, o, out);
+                       "other keys; give each group's file with --curves instead)");
+    return law_groups(groups_by(input, by), "the values of " + by, o, out);
   }
-  const auto curves = law_curves(input, curves_path);
+  if (curves_paths.size() > 1) {
+    if (!input.empty()) throw InputError(fmt::format("tau law: give runs or --curves files, not both\n\n{}", kUsage));
+    std::vector<LawGroup> groups;
+    for (const auto& path : curves_paths)
+      groups.push_back({std::filesystem::path(path).parent_path().filename().string(), law_curves("", path)});
+    return law_groups(groups, "the groups", o, out);
+  }
+  const auto curves = law_curves(input, curves_paths.empty() ? "" : curves_paths[0]);
   const auto law = analysis::tau_law(curves, o);
   const std::string text = analysis::format_tau_law(law);
   fmt::print("{}", text);

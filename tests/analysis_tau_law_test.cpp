@@ -388,6 +388,16 @@ TEST(TauLaw, RunsThatDifferInAnotherKeyAreRefusedUnlessSplitByIt) {
   EXPECT_NE(out.find("## τ* between the values of train.batch_size"), std::string::npos) << out;
   EXPECT_NE(out.find("| 64 | 4L | train.batch_size=8 | train.batch_size=32 | 1.00 |"), std::string::npos) << out;
   EXPECT_TRUE(fs::exists(tmp.path / "law" / "train.batch_size=32" / "tau-law-curves.csv"));
+  // The groups' curves files, given in the same order, give the same ratios without the runs.
+  const std::string ratio_row = out.substr(out.find("| 64 | 4L | train.batch_size=8"));
+  const int status = std::system(fmt::format("{} tau law --replicates 200 --curves '{}' --curves '{}' > '{}' 2>&1",
+                                             HARNESS_BINARY, (tmp.path / "law/train.batch_size=8/tau-law-curves.csv").string(),
+                                             (tmp.path / "law/train.batch_size=32/tau-law-curves.csv").string(), log.string())
+                                     .c_str());
+  ASSERT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << test_support::read_text(log);
+  const std::string again = test_support::read_text(log);
+  EXPECT_EQ(again.substr(again.find("| 64 | 4L | train.batch_size=8")).substr(0, ratio_row.find('\n')),
+            ratio_row.substr(0, ratio_row.find('\n')));
   EXPECT_NE(test_support::read_text(tmp.path / "law" / "tau-star-ratios.csv").find("\"train.batch_size=8\",\"train.batch_size=32\""),
             std::string::npos);
   try {
