@@ -134,6 +134,7 @@ int pairs_from_csv(const std::string& path, const std::string& sweep_path, const
       const int64_t l = run.loaded.config.train_context();
       L = L == 0 || L == l ? l : -1;
     }
+    for (auto& t : pairs.tables) t.train_context = std::max<int64_t>(L, 0);  // for a family of contexts as kL
     if (sweep.planned) analysis::apply_planned_family(pairs.tables, sweep.planned->correction, sweep.planned->alpha);
   }
   const std::string text = analysis::format_pairs_page(pairs, std::max<int64_t>(L, 0));
