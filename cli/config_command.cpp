@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "analysis/theory/critical_scaling_config.h"
 #include "attention/parameters.h"
 #include "cli/commands.h"
 #include "cli/options.h"
@@ -36,6 +37,7 @@ std::vector<std::string> scale_notes(const config::RunConfig& c) {
 int config_command(const Args& args) {
   const std::string usage =
       "usage: harness config keys                      every config key, its type and default\n"
+      "                                                (run configs and critical-scaling files)\n"
       "       harness config show --config FILE [--set key=value]...\n"
       "                                                the resolved config and its run id\n"
       "example: harness config show --config sweeps/examples/tiny.yaml --set attention.tau=L/400";
@@ -51,8 +53,10 @@ int config_command(const Args& args) {
   positional.add("action", 1);
   po::variables_map vm;
   if (!parse(usage, args, options, vm, &positional, &arguments)) return kExitOk;
-  if (action == "keys") {
-    fmt::print("{}", config::schema_reference());
+  if (action == "keys") {  // both key tables of the one validator (harness/config/key_table.h)
+    fmt::print("# run configs (harness train, sweep run|plan, config show)\n{}\n"
+               "# experiment: critical-scaling files (harness theory critical --config FILE; sweep run|plan FILE)\n{}",
+               config::schema_reference(), analysis::critical_scaling_reference());
     return kExitOk;
   }
   if (action == "show") {

@@ -13,6 +13,7 @@
 
 #include "common/did_you_mean.h"
 #include "common/errors.h"
+#include "harness/config/key_table.h"
 #include "results/run_file.h"
 #include "results/run_paths.h"
 
@@ -130,14 +131,8 @@ std::string read_text_file(const std::string& path, const Location& at, const st
   return text.str();
 }
 
-YAML::Node parse_yaml(const std::string& text, const std::string& source) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", source, e.mark.line + 1,
-                                 e.mark.column + 1, e.msg));
-  }
-}
+// The one reader of a config file's YAML (harness/config/key_table.h): syntax errors located alike.
+using config::parse_yaml;
 
 // Where `key` is written in a config mapping (nested sections or dotted keys).
 YAML::Node find_in_config(const YAML::Node& map, const std::string& key) {

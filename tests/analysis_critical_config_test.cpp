@@ -5,10 +5,15 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <regex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "analysis/theory/critical_scaling_config.h"
 #include "common/errors.h"
+#include "harness/config/schema.h"
 #include "test_support.h"
 
 namespace {
@@ -23,6 +28,26 @@ std::string error_of(const std::string& text) {
     return e.what();
   }
   return "";
+}
+
+// The same for a run config (harness/config/schema.h).
+std::string run_error_of(const std::string& text) {
+  try {
+    harness::config::load_run_config_text(text, "run.yaml", "run");
+  } catch (const harness::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The parts of "file:line:column: unknown key 'path' — did you mean 'key'?; valid keys in
+// 'section': a, b", the one form of a mistyped key; empty when `message` is not of that form.
+std::vector<std::string> unknown_key_parts(const std::string& message) {
+  static const std::regex form(
+      R"(^(\S+):(\d+):(\d+): unknown key '([a-z_.]+)' — did you mean '([a-z_.]+)'\?; valid keys in '([a-z_]+)': ([a-z_]+(, [a-z_]+)*)$)");
+  std::smatch m;
+  if (!std::regex_match(message, m, form)) return {};
+  return {m[1], m[2], m[3], m[4], m[5], m[6], m[7]};
 }
 
 }  // namespace
@@ -86,37 +111,41 @@ TEST(CriticalScalingConfig, ListsAndMappingsAreRead) {
 
 TEST(CriticalScalingConfig, BadInputIsALocatedError) {
   const std::string head = "experiment: critical-scaling\n";
-  EXPECT_EQ(error_of(head + "rhos: [0.5]\n"),
-            "grid.yaml:2:1: unknown key 'rhos' — did you mean 'rho'?; valid keys: experiment, n, d, "
-            "rho, gamma, trials, seed, rows, hutchinson, causal, precision, threads");
-  EXPECT_EQ(error_of(head + "n: [1024, abc]\n"),
-            "grid.yaml:2:11: n: expected an integer in [2, 65536], got 'abc'");
-  EXPECT_EQ(error_of(head + "rho: [0.5, 1.0]\n"),
-            "grid.yaml:2:12: rho: expected a number in [0, 1), got '1.0'");
-  EXPECT_EQ(error_of(head + "rho: [0.5, 0.4]\n"),
-            "grid.yaml:2:12: rho: expected values in increasing order (after 0.5), got '0.4'");
-  EXPECT_EQ(error_of(head + "hutchinson: {rows: 4, probes: 1}\n"),
-            "grid.yaml:2:31: hutchinson.probes: expected an integer in [2, 100000], got '1'");
-  EXPECT_EQ(error_of(head + "hutchinson: {row: 4}\n"),
-            "grid.yaml:2:14: unknown key 'hutchinson.row' — did you mean 'rows'?; valid keys in "
-            "'hutchinson': rows, probes, precision");
-  EXPECT_EQ(error_of(head + "gamma: {count: 1}\n"),
-            "grid.yaml:2:16: gamma.count: expected an integer in [2, 1000], got '1'");
+  const std::vector<std::pair<std::string, std::string>> cases = {  // the file after `head`, its error
+      {"rhos: [0.5]\n",
+       "grid.yaml:2:1: unknown key 'rhos' — did you mean 'rho'?; valid keys: experiment, n, d, rho, gamma, "
+       "trials, seed, rows, hutchinson, causal, precision, threads"},
+      {"n: [1024, abc]\n", "grid.yaml:2:11: n: expected an integer in [2, 65536], got 'abc'"},
+      {"rho: [0.5, 1.0]\n", "grid.yaml:2:12: rho: expected a number in [0, 1), got 1.0"},
+      {"rho: [0.5, 0.4]\n", "grid.yaml:2:12: rho: expected values in increasing order (after 0.5), got '0.4'"},
+      {"hutchinson: {rows: 4, probes: 1}\n",
+       "grid.yaml:2:31: hutchinson.probes: expected an integer in [2, 100000], got 1"},
+      {"hutchinson: {row: 4}\n",
+       "grid.yaml:2:14: unknown key 'hutchinson.row' — did you mean 'hutchinson.rows'?; valid keys in "
+       "'hutchinson': rows, probes, precision"},
+      {"gamma: {count: 1}\n", "grid.yaml:2:16: gamma.count: expected an integer in [2, 1000], got 1"},
+      {"precision: float16\n",
+       "grid.yaml:2:12: precision: 'float16' is not valid; expected one of: float32, float64"},
+      {"d: [8192]\nn: [65536]\n",
+       "grid.yaml:2:5: d: n·d must be at most 67108864 (the token set's size), got 65536·8192 with n = 65536"},
+      {"rho: {from: 0.1, to: 0.3}\n", "grid.yaml:2:6: rho: the mapping needs from, to and count"},
+      {"rho: {from: 0.5, to: 0.3, count: 3}\n",
+       "grid.yaml:2:22: rho.to: expected a value above rho.from (0.5), got 0.3"},
+      {"rho: {from: 0.5, to: 1, count: 3}\n", "grid.yaml:2:22: rho.to: expected a number in [0, 1), got 1"},
+      {"hutchinson: 4\n", "grid.yaml:2:13: hutchinson: expected a mapping (a section of keys), got '4'"},
+      {"n: [64]\nn: [32]\n", "grid.yaml:3:1: duplicate key 'n'"},
+      {"rows: 1\n", "grid.yaml:2:7: rows: expected an integer in [2, 65536], got 1"},
+  };
+  for (const auto& [text, want] : cases) EXPECT_EQ(error_of(head + text), want) << text;
+  EXPECT_EQ(error_of("experiment: entropy\n"),
+            "grid.yaml:1:13: experiment: 'entropy' is not valid; expected one of: critical-scaling");
   EXPECT_EQ(error_of(head + "gamma: 3\n").rfind("grid.yaml:2:8: gamma: expected a list of γ values", 0), 0u)
       << error_of(head + "gamma: 3\n");
-  EXPECT_EQ(error_of(head + "precision: float16\n"),
-            "grid.yaml:2:12: precision: expected one of: float32, float64, got 'float16'");
   EXPECT_NE(error_of(head + "causal: {thresholds: [0.8, 0.2]}\n").find("causal.thresholds: expected two"),
             std::string::npos);
-  EXPECT_EQ(error_of(head + "d: [8192]\nn: [65536]\n"),
-            "grid.yaml:2:5: d: n·d must be at most 67108864 (the token set's size), got 65536·8192 "
-            "with n = 65536");
-  EXPECT_EQ(error_of("experiment: entropy\n"),
-            "grid.yaml:1:13: experiment: expected 'critical-scaling', got 'entropy'");
   EXPECT_NE(error_of("n: [64]\n").find("experiment: missing"), std::string::npos);
-  EXPECT_NE(error_of(head + "n: [64\n").find("cannot parse the YAML"), std::string::npos);
-  EXPECT_EQ(error_of(head + "n: [64]\nn: [32]\n"), "grid.yaml:3:1: duplicate key 'n'");
-  EXPECT_EQ(error_of(head + "rows: 1\n"), "grid.yaml:2:7: rows: expected an integer in [2, 65536], got '1'");
+  EXPECT_EQ(error_of(head + "n: [64\n").rfind("grid.yaml:", 0), 0u);
+  EXPECT_NE(error_of(head + "n: [64\n").find(": YAML syntax error: "), std::string::npos);
 }
 
 TEST(CriticalScalingConfig, TheFileKindIsRecognised) {
@@ -128,4 +157,71 @@ TEST(CriticalScalingConfig, TheFileKindIsRecognised) {
   EXPECT_FALSE(analysis::is_critical_scaling_file((dir.path / "broken.yaml").string()));
   EXPECT_THROW(analysis::load_critical_scaling_config((dir.path / "missing.yaml").string()),
                harness::InputError);
+}
+
+// One validator (harness/config/key_table.h): a mistyped key in a critical-scaling file fails in
+// the run config's form — file:line:column, the key as written, the closest valid key, the valid
+// keys of its section — and so does a value out of range.
+TEST(CriticalScalingConfig, AMistypedKeyFailsInTheRunConfigsForm) {
+  const std::string run = run_error_of("model:\n  layers: 2\ntrain:\n  stpes: 5\n");
+  const std::string grid = error_of("experiment: critical-scaling\nhutchinson:\n  probs: 4\n");
+  const std::vector<std::string> run_parts = unknown_key_parts(run);
+  ASSERT_EQ(run_parts.size(), 7u) << run;
+  EXPECT_EQ(std::vector<std::string>(run_parts.begin(), run_parts.begin() + 6),
+            (std::vector<std::string>{"run.yaml", "4", "3", "train.stpes", "train.steps", "train"}));
+  EXPECT_NE((", " + run_parts[6] + ",").find(", steps,"), std::string::npos) << run;
+  EXPECT_EQ(unknown_key_parts(grid),
+            (std::vector<std::string>{"grid.yaml", "3", "3", "hutchinson.probs", "hutchinson.probes",
+                                      "hutchinson", "rows, probes, precision"}))
+      << grid;
+  // A misspelt top-level key: the valid top-level keys, no section.
+  const std::string run_top = run_error_of("trian:\n  steps: 3\n");
+  EXPECT_EQ(run_top.rfind("run.yaml:1:1: unknown key 'trian'", 0), 0u) << run_top;
+  EXPECT_NE(run_top.find("; valid keys: name, data, model, "), std::string::npos) << run_top;
+  EXPECT_EQ(error_of("experiment: critical-scaling\ntrails: 3\n"),
+            "grid.yaml:2:1: unknown key 'trails' — did you mean 'trials'?; valid keys: experiment, n, d, "
+            "rho, gamma, trials, seed, rows, hutchinson, causal, precision, threads");
+  // A value out of range: "file:line:column: key: expected an integer in [lo, hi], got v" in both.
+  const std::regex out_of_range(R"(^(\S+):(\d+):(\d+): ([a-z_.]+): expected an integer in \[(\d+), (\d+)\], got 0$)");
+  std::smatch m;
+  const std::string run_range = run_error_of("train:\n  steps: 0\n");
+  ASSERT_TRUE(std::regex_match(run_range, m, out_of_range)) << run_range;
+  EXPECT_EQ(m[4], "train.steps");
+  const std::string grid_range = error_of("experiment: critical-scaling\ntrials: 0\n");
+  ASSERT_TRUE(std::regex_match(grid_range, m, out_of_range)) << grid_range;
+  EXPECT_EQ(grid_range, "grid.yaml:2:9: trials: expected an integer in [1, 1000], got 0");
+}
+
+// `harness config keys` lists the file's keys from the same table: every key the loader accepts,
+// each with what it expects and its default (the default grid's value).
+TEST(CriticalScalingConfig, TheKeyListingIsTheTable) {
+  const std::string listing = analysis::critical_scaling_reference();
+  std::vector<std::string> keys;
+  std::istringstream lines(listing);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] != ' ') keys.push_back(line.substr(0, line.find(' ')));
+  EXPECT_EQ(keys, (std::vector<std::string>{"experiment", "n", "d", "rho", "rho.from", "rho.to", "rho.count",
+                                            "gamma", "gamma.count", "gamma.max_over_gamma_c", "trials", "seed",
+                                            "rows", "hutchinson.rows", "hutchinson.probes",
+                                            "hutchinson.precision", "causal.rows", "causal.thresholds",
+                                            "precision", "threads"}));
+  EXPECT_NE(listing.find("expected a list of integers in [2, 65536]; default [1024, 4096]\n"), std::string::npos)
+      << listing;
+  EXPECT_NE(listing.find("expected a number in [0, 1); default 0.05\n"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("expected one of: float32, float64; default float32\n"), std::string::npos) << listing;
+  // Each listed key, written in a file, is read (a section's key inside its mapping).
+  for (const std::string& key : keys) {
+    if (key == "experiment") continue;
+    const auto dot = key.find('.');
+    const std::string value = key == "rho.from" || key == "rho.to" ? "0.5" : key == "causal.thresholds" ? "[0.2, 0.8]"
+                              : key == "rho" ? "[0.5]" : key == "gamma" ? "[1, 2]" : key == "n" || key == "d" ? "[8]"
+                              : key.find("precision") != std::string::npos ? "float32" : "4";
+    const std::string text =
+        "experiment: critical-scaling\n" +
+        (dot == std::string::npos ? key + ": " + value
+         : key.rfind("rho.", 0) == 0 ? "rho: {from: 0.5, to: 0.5, count: 1}"
+                                      : key.substr(0, dot) + ": {" + key.substr(dot + 1) + ": " + value + "}") +
+        "\n";
+    EXPECT_EQ(error_of(text), "") << key << ":\n" << text;
+  }
 }

@@ -15,8 +15,10 @@
 //   precision: float64                       # float32 | float64: tokens, statistics, γ̂_c
 //   threads: 0                               # 0: every core
 //
-// Every key is optional (defaults = the default grid). Errors are harness::InputError in the
-// form "file:line:column: key: what was expected, got what"; unknown keys name the valid ones.
+// Every key but experiment is optional (defaults = the default grid). The keys are a table of the
+// one config validator (harness/config/key_table.h): errors are harness::InputError in the run
+// config's form, "file:line:column: key: expected …, got …"; an unknown key names the closest
+// valid one and the valid keys of its section; `harness config keys` lists them.
 #pragma once
 
 #include <cstdint>
@@ -74,8 +76,9 @@ CriticalScalingConfig load_critical_scaling_config(const std::string& path);
 // own loader reports those.
 bool is_critical_scaling_file(const std::string& path);
 
-// The top-level keys the file accepts, in the order above.
-const std::vector<std::string>& critical_scaling_keys();
+// The file's keys as `harness config keys` lists them: its key table (harness/config/key_table.h),
+// checked by the one validator that checks run configs.
+std::string critical_scaling_reference();
 
 // A few lines describing the grid and the work it implies (`harness theory critical --plan`).
 std::string describe_plan(const CriticalScalingConfig& config);

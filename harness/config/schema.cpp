@@ -27,54 +27,6 @@ namespace {
   fail_at(at, key, what);
 }
 
-[[noreturn]] void unknown_key(const Location& at, const std::string& path) {
-  std::string msg = fmt::format("{}: unknown key '{}'", at.str(), path);
-  const auto close = did_you_mean(path);
-  if (!close.empty()) msg += fmt::format(" — did you mean '{}'?", close.front());
-  // List the valid keys of the section the user was in (or the sections at the top).
-  const auto dot = path.rfind('.');
-  const std::string section = dot == std::string::npos ? "" : path.substr(0, dot + 1);
-  std::vector<std::string> siblings;
-  std::set<std::string> seen;
-  for (const auto& k : schema()) {
-    if (k.path.compare(0, section.size(), section) != 0) continue;
-    std::string rest = k.path.substr(section.size());
-    rest = rest.substr(0, rest.find('.'));
-    if (seen.insert(rest).second) siblings.push_back(rest);
-  }
-  if (siblings.empty())
-    msg += fmt::format(" (no section '{}')", section.substr(0, section.size() - 1));
-  else
-    msg += fmt::format("; valid keys{}: {}",
-                       section.empty() ? "" : fmt::format(" in '{}'", section.substr(0, section.size() - 1)),
-                       fmt::join(siblings, ", "));
-  throw InputError(msg);
-}
-
-
-void apply_mapping(LoadedConfig& loaded, const YAML::Node& map, const std::string& prefix,
-                   const std::string& source) {
-  std::set<std::string> seen;
-  for (const auto& kv : map) {
-    const Location at = Location::of(source, kv.first);
-    if (!kv.first.IsScalar()) throw InputError(fmt::format("{}: keys must be plain names", at.str()));
-    const std::string name = kv.first.Scalar();
-    const std::string path = prefix.empty() ? name : prefix + "." + name;
-    if (!seen.insert(name).second) throw InputError(fmt::format("{}: duplicate key '{}'", at.str(), path));
-    if (const KeySpec* spec = find_key(path)) {
-      spec->set(loaded.config, kv.second, Location::of(source, kv.second));
-      loaded.where[path] = Location::of(source, kv.second);
-    } else if (is_section(path)) {
-      if (!kv.second.IsMap())
-        throw InputError(fmt::format("{}: {}: expected a mapping (a section of keys), got {}",
-                                     Location::of(source, kv.second).str(), path, describe(kv.second)));
-      apply_mapping(loaded, kv.second, path, source);
-    } else {
-      unknown_key(at, path);
-    }
-  }
-}
-
 }  // namespace
 
 std::vector<int64_t> RunConfig::eval_contexts() const {
@@ -110,13 +62,13 @@ void apply_yaml(LoadedConfig& loaded, const YAML::Node& root, const std::string&
   if (!root.IsMap())
     throw InputError(fmt::format("{}: expected a mapping of config keys at the top level, got {}",
                                  Location::of(source, root).str(), describe(root)));
-  apply_mapping(loaded, root, "", source);
+  apply_keys(schema(), schema_paths(), loaded.config, root, source, loaded.where);
 }
 
 void apply_override(LoadedConfig& loaded, const std::string& key, const YAML::Node& value,
                     const Location& at) {
   const KeySpec* spec = find_key(key);
-  if (!spec) unknown_key(at, key);
+  if (!spec) unknown_key(schema_paths(), at, key);
   spec->set(loaded.config, value, at);
   loaded.where[key] = at;
 }
@@ -242,14 +194,7 @@ LoadedConfig load_run_config_text(const std::string& yaml_text, const std::strin
   loaded.source = source;
   loaded.text = yaml_text;
   if (!name.empty()) loaded.config.name = name;
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::ParserException& e) {
-    throw InputError(fmt::format("{}:{}:{}: YAML syntax error: {}", source, e.mark.line + 1,
-                                 e.mark.column + 1, e.msg));
-  }
-  apply_yaml(loaded, root, source);
+  apply_yaml(loaded, parse_yaml(yaml_text, source), source);
   if (!is_valid_run_name(loaded.config.name))  // named after its file, and the file's name is no name
     throw InputError(fmt::format("{}: name: the run would be named '{}' after its file, which is not {}; "
                                  "set name: in the config", source, loaded.config.name, kNameRule));

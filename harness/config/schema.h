@@ -11,34 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "harness/config/key_table.h"
 #include "harness/config/run_config.h"
 
 namespace harness::config {
 
-// Where a value came from, for error messages.
-struct Location {
-  std::string source;  // file path (or "<string>")
-  int line = 0;        // 1-based; 0 if unknown
-  int column = 0;
-  std::string str() const;  // "file:line:column"
-  static Location of(const std::string& source, const YAML::Node& node);
-};
-
-struct KeySpec {
-  std::string path;           // "model.d_model"
-  std::string expected;       // "an integer in [1, 65536]", "one of: rope, alibi, ..."
-  std::string help;
-  bool affects_results = true;  // part of the canonical form / run id
-  std::function<void(RunConfig&, const YAML::Node&, const Location&)> set;  // parse + check
-  std::function<std::string(const RunConfig&)> get;  // canonical text of the resolved value
-  // Whether a run with this config reads the key (unset: always). A key the run does not read
-  // (τ without the scale-invariant transform, p-RoPE keys without p-RoPE, ...) is left out of its
-  // identity, so runs that differ only in such keys are one run, and tables show "–" for it.
-  // A key added later must be unread at the value that reproduces the earlier behaviour, so that
-  // adding it leaves existing run ids as they are.
-  std::function<bool(const RunConfig&)> read;
-  bool is_read(const RunConfig& c) const { return !read || read(c); }
-};
+// A run config's keys: the key table (key_table.h) over RunConfig.
+using KeySpec = KeySpecOf<RunConfig>;
 
 // Throws InputError "file:line:column: key: what", the form of every config error.
 [[noreturn]] void fail_at(const Location& at, const std::string& key, const std::string& what);
@@ -68,6 +47,8 @@ ContextValue parse_context_value(const YAML::Node& node, const Location& at, con
 const std::vector<KeySpec>& schema();
 const KeySpec* find_key(const std::string& path);
 
+// The schema's key paths, in its order.
+const std::vector<std::string>& schema_paths();
 // Whether `prefix` names a section of keys ("attention" for attention.tau, ...).
 bool is_section(const std::string& prefix);
 // Closest valid key paths to `path` (edit distance), best first; empty when nothing is close.

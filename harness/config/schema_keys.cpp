@@ -16,6 +16,7 @@
 #include "attention/cuda/kernel_limits.h"
 #include "attention/method.h"
 #include "harness/config/engine_options.h"
+#include "harness/config/key_builders.h"
 #include "harness/config/yaml_values.h"
 #include "common/did_you_mean.h"
 #include "common/errors.h"
@@ -30,41 +31,15 @@ namespace {
 
 // ---- KeySpec builders. `Access` is a generic lambda returning a reference to the member. ----
 
-template <class Access>
-KeySpec integer_key(std::string path, Access access, int64_t lo, int64_t hi, std::string help,
-                    bool affects_results = true) {
-  KeySpec k;
-  k.path = path;
-  k.expected = fmt::format("an integer in [{}, {}]", lo, hi);
-  k.help = std::move(help);
-  k.affects_results = affects_results;
-  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
-    const int64_t v = parse_int(n, at, path, k.expected);
-    if (v < lo || v > hi) fail(at, path, fmt::format("expected {}, got {}", k.expected, v));
-    access(c) = static_cast<std::remove_reference_t<decltype(access(c))>>(v);
-  };
-  k.get = [=](const RunConfig& c) { return fmt::format("{}", access(const_cast<RunConfig&>(c))); };
-  return k;
-}
+// The builders every key table shares (key_builders.h), over RunConfig.
+template <class... A>
+KeySpec integer_key(A&&... a) { return integer_key_of<RunConfig>(std::forward<A>(a)...); }
+template <class... A>
+KeySpec real_key(A&&... a) { return real_key_of<RunConfig>(std::forward<A>(a)...); }
+template <class... A>
+KeySpec choice_key(A&&... a) { return choice_key_of<RunConfig>(std::forward<A>(a)...); }
 
-template <class Access>
-KeySpec real_key(std::string path, Access access, double lo, double hi, bool lo_open,
-                 std::string help, bool affects_results = true) {
-  KeySpec k;
-  k.path = path;
-  k.expected = fmt::format("a number in {}{}, {}]", lo_open ? "(" : "[", format_double(lo),
-                           format_double(hi));
-  k.help = std::move(help);
-  k.affects_results = affects_results;
-  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
-    const double v = parse_double(n, at, path, k.expected);
-    if (!(lo_open ? v > lo : v >= lo) || !(v <= hi) || !std::isfinite(v))
-      fail(at, path, fmt::format("expected {}, got {}", k.expected, n.Scalar()));
-    access(c) = v;
-  };
-  k.get = [=](const RunConfig& c) { return format_double(access(const_cast<RunConfig&>(c))); };
-  return k;
-}
+
 
 // The key of a declared attention parameter (attention/parameters.h): its range is the row's.
 // An absolute value is checked against the row's minimum here, whether or not the run's method
@@ -72,11 +47,11 @@ KeySpec real_key(std::string path, Access access, double lo, double hi, bool lo_
 // resolve_method checks the resolved value. The canonical form holds the resolved value.
 template <class Access>
 KeySpec parameter_key(const attention::ParameterSpec& p, Access access) {
-  KeySpec k;
-  k.path = std::string("attention.") + p.name;
-  k.expected = fmt::format("a number {} {}{}", p.min_inclusive ? ">=" : ">", format_double(p.min),
-                           p.may_be_relative ? ", or a multiple of the training context such as L/400 or 4L" : "");
-  k.help = p.help;
+  KeySpec k = key_of<RunConfig>(
+      std::string("attention.") + p.name,
+      fmt::format("a number {} {}{}", p.min_inclusive ? ">=" : ">", format_double(p.min),
+                  p.may_be_relative ? ", or a multiple of the training context such as L/400 or 4L" : ""),
+      p.help);
   const double min = p.min;
   const bool inclusive = p.min_inclusive, may_be_relative = p.may_be_relative;
   k.set = [=, path = k.path, expected = k.expected](RunConfig& c, const YAML::Node& n, const Location& at) {
@@ -93,44 +68,10 @@ KeySpec parameter_key(const attention::ParameterSpec& p, Access access) {
   return k;
 }
 
-template <class Access>
-KeySpec choice_key(std::string path, Access access, std::function<std::vector<std::string>()> allowed,
-                   std::string help, bool affects_results = true, bool allow_empty = false) {
-  KeySpec k;
-  k.path = path;
-  k.expected = fmt::format("one of: {}", fmt::join(allowed(), ", "));
-  k.help = std::move(help);
-  k.affects_results = affects_results;
-  k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
-    if (allow_empty && n.IsNull()) {
-      access(c).clear();
-      return;
-    }
-    const auto names = allowed();
-    const std::string expected = fmt::format("one of: {}", fmt::join(names, ", "));
-    const std::string& s = require_scalar(n, at, path, expected).Scalar();
-    if (allow_empty && s.empty()) {
-      access(c).clear();
-      return;
-    }
-    if (std::find(names.begin(), names.end(), s) == names.end())
-      fail(at, path, fmt::format("{} is not valid; expected {}", quoted(s), expected));
-    access(c) = s;
-  };
-  k.get = [=](const RunConfig& c) {
-    const std::string& s = access(const_cast<RunConfig&>(c));
-    return s.empty() ? std::string("''") : s;
-  };
-  return k;
-}
 
 template <class Access>
 KeySpec bool_key(std::string path, Access access, std::string help, bool affects_results = true) {
-  KeySpec k;
-  k.path = path;
-  k.expected = "true or false";
-  k.help = std::move(help);
-  k.affects_results = affects_results;
+  KeySpec k = key_of<RunConfig>(path, "true or false", std::move(help), affects_results);
   k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
     const std::string& s = require_scalar(n, at, path, k.expected).Scalar();
     if (s == "true" || s == "yes" || s == "on") {
@@ -147,11 +88,7 @@ KeySpec bool_key(std::string path, Access access, std::string help, bool affects
 
 template <class Access>
 KeySpec string_key(std::string path, Access access, std::string help, bool affects_results = true) {
-  KeySpec k;
-  k.path = path;
-  k.expected = "a non-empty string";
-  k.help = std::move(help);
-  k.affects_results = affects_results;
+  KeySpec k = key_of<RunConfig>(path, "a non-empty string", std::move(help), affects_results);
   k.set = [=](RunConfig& c, const YAML::Node& n, const Location& at) {
     const std::string& s = require_scalar(n, at, path, k.expected).Scalar();
     if (s.empty()) fail(at, path, "expected a non-empty string");
@@ -165,10 +102,8 @@ KeySpec string_key(std::string path, Access access, std::string help, bool affec
 // A non-empty list of contexts (absolute or multiples of L); canonical: the resolved list.
 template <class Access>
 KeySpec contexts_key(std::string path, Access access, std::string help) {
-  KeySpec k;
-  k.path = path;
-  k.expected = "a non-empty list of contexts, each an integer or a multiple of L (L, 4L, 16L)";
-  k.help = std::move(help);
+  KeySpec k = key_of<RunConfig>(
+      path, "a non-empty list of contexts, each an integer or a multiple of L (L, 4L, 16L)", std::move(help));
   k.set = [=, expected = k.expected](RunConfig& c, const YAML::Node& n, const Location& at) {
     if (!n.IsSequence() || n.size() == 0)
       fail(at, path, fmt::format("expected {}, got {}", expected, describe(n)));
@@ -301,12 +236,11 @@ void add_attention_keys(std::vector<KeySpec>& s) {
         [reads = p.reads](const RunConfig& c) { return method_reads(c, reads); }));
   }
   {
-    KeySpec k;
-    k.path = "attention.p_rope_fraction";
-    k.expected = "'auto' or a number in [0, 1]";
-    k.help = fmt::format("fraction of frequency pairs p-RoPE rotates (auto: respread {}, truncate {})",
-                         attention::default_p_rope_fraction(attention::PRoPEVariant::kRespread),
-                         attention::default_p_rope_fraction(attention::PRoPEVariant::kTruncate));
+    KeySpec k = key_of<RunConfig>(
+        "attention.p_rope_fraction", "'auto' or a number in [0, 1]",
+        fmt::format("fraction of frequency pairs p-RoPE rotates (auto: respread {}, truncate {})",
+                    attention::default_p_rope_fraction(attention::PRoPEVariant::kRespread),
+                    attention::default_p_rope_fraction(attention::PRoPEVariant::kTruncate)));
     k.set = [path = k.path, expected = k.expected](RunConfig& c, const YAML::Node& n,
                                                    const Location& at) {
       if (n.IsScalar() && n.Scalar() == "auto") {
@@ -545,17 +479,16 @@ std::vector<KeySpec> build_schema() {
 
 }  // namespace
 
-bool is_section(const std::string& prefix) {
-  for (const auto& k : schema())
-    if (k.path.size() > prefix.size() && k.path.compare(0, prefix.size(), prefix) == 0 &&
-        k.path[prefix.size()] == '.')
-      return true;
-  return false;
-}
+bool is_section(const std::string& prefix) { return is_section(schema_paths(), prefix); }
 
 const std::vector<KeySpec>& schema() {
   static const std::vector<KeySpec> keys = build_schema();
   return keys;
+}
+
+const std::vector<std::string>& schema_paths() {
+  static const std::vector<std::string> paths = key_paths(schema());
+  return paths;
 }
 
 const KeySpec* find_key(const std::string& path) {
@@ -565,21 +498,14 @@ const KeySpec* find_key(const std::string& path) {
 }
 
 std::vector<std::string> did_you_mean(const std::string& path) {
-  std::vector<std::string> paths;
-  for (const auto& k : schema()) paths.push_back(k.path);
-  return harness::did_you_mean(path, paths);
+  return harness::did_you_mean(path, schema_paths());
 }
 
 std::string schema_reference() {
-  std::string out;
-  RunConfig defaults;
-  for (const auto& k : schema()) {
-    out += fmt::format("{:<28} {}{}{}\n{:<28}   expected {}; default {}\n", k.path, k.help,
-                       k.affects_results ? "" : " [not part of the run id]",
-                       k.read ? " [part of the run id only when the run reads it]" : "", "",
-                       k.expected, k.get(defaults));
-  }
-  return out;
+  return key_reference<RunConfig>(schema(), RunConfig{}, [](const KeySpec& k) {
+    return std::string(k.affects_results ? "" : " [not part of the run id]") +
+           (k.read ? " [part of the run id only when the run reads it]" : "");
+  });
 }
 
 }  // namespace harness::config
