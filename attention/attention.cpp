@@ -151,36 +151,12 @@ std::pair<torch::Tensor, torch::Tensor> CausalAttentionImpl::rotate_rows(
 torch::Tensor CausalAttentionImpl::attend_rows(const torch::Tensor& qr, const torch::Tensor& kr,
                                                const torch::Tensor& v, int64_t start,
                                                int64_t context) const {
-  // logit(i, j) = head_scale[h]·fixed_multiplier(i, t)·scale·q·k + distance_bias(t) + query_bias(i, t)
-  // − slope[h]·t, t = i − j, from the same score-mod the kernels read (score_mod.h), masked above the
-  // diagonal (alibi_slope is null in `mod`: the slopes are applied below).
-  const int64_t n = qr.size(2), Tk = kr.size(2), H = qr.size(1);
-  std::vector<float> storage;
-  const ScoreMod mod = with_bias_table(attention::score_mod(method_, context), bias_table(Tk), storage);
-  const int64_t Hb = mod.bias_table ? H : 1;  // per-head bias rows for a learned bias
-  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  auto mult = torch::zeros({n, Tk}, f64), bias = torch::full({Hb, n, Tk}, -INFINITY, f64),
-       dist = torch::zeros({n, Tk}, f64);
-  auto M = mult.accessor<double, 2>(), Ds = dist.accessor<double, 2>();
-  auto Bs = bias.accessor<double, 3>();
-  for (int64_t r = 0; r < n; ++r) {
-    const int i = int(start + r);
-    for (int j = 0; j <= i && j < Tk; ++j) {
-      M[r][j] = fixed_multiplier<double>(mod, i, i - j);
-      for (int64_t h = 0; h < Hb; ++h)
-        Bs[h][r][j] = distance_bias<double>(mod, i - j, int(h)) + query_bias<double>(mod, i, i - j, int(h));
-      Ds[r][j] = double(i - j);
-    }
-  }
-  const auto dtype = qr.scalar_type();
-  auto scores = torch::matmul(qr, kr.transpose(-1, -2)).to(torch::kFloat64) * double(mod.scale);  // (B, H, n, Tk)
-  auto m = mult.to(qr.device()).view({1, 1, n, Tk});
-  if (logn_scale.defined()) m = m * logn_scale.to(torch::kFloat64).view({1, H, 1, 1});
-  auto logits = scores * m + bias.to(qr.device()).view({1, Hb, n, Tk});
-  if (alibi_slopes_.defined())
-    logits = logits - alibi_slopes_.to(qr.device()).view({1, H, 1, 1}) * dist.to(qr.device()).view({1, 1, n, Tk});
-  const auto p = torch::softmax(logits, -1);                      // (B, H, n, Tk)
-  return torch::matmul(p, v.to(torch::kFloat64)).to(dtype);       // (B, H, n, D)
+  // The float64 reference's logits for these rows (reference.h: the closed forms, the learned head
+  // scale, ALiBi's slopes and a learned bias table), built on the device the rows live on, as the
+  // reference kernel builds them in training: no host table, no host→device copy.
+  const auto logits = reference_logits_rows(qr, kr, method_, start, context, logn_scale, bias_table(kr.size(2)));
+  const auto p = torch::softmax(logits, -1);                             // (B, H, n, Tk)
+  return torch::matmul(p, v.to(torch::kFloat64)).to(qr.scalar_type());  // (B, H, n, D)
 }
 
 torch::Tensor CausalAttentionImpl::forward_at(const torch::Tensor& q, const torch::Tensor& k,

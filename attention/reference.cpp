@@ -19,25 +19,32 @@ void check_inputs(const torch::Tensor& q, const torch::Tensor& k, const Method& 
   check_context(m, q.size(2));
 }
 
-// The transform's matrices at context T, float64, straight from the closed forms (method.h).
+// The transform's matrices for query rows [start, start + n) over keys [0, Tk) of a sequence of
+// length `context`, float64 on `f64`'s device, straight from the closed forms (method.h). The whole
+// sequence is start = 0, n = Tk = context.
 struct ClosedForms {
-  torch::Tensor mult;   // (T, T) or (T, 1): scale · row factor · distance factor
-  torch::Tensor bias;   // (T, T) distance bias, or undefined (= 0)
-  torch::Tensor t;      // (T, T) distance i − j (0 above the diagonal), for ALiBi
-  torch::Tensor t_index;  // (T·T) the same as int64, for a learned bias table; undefined without
+  torch::Tensor mult;   // (n, Tk) or (n, 1): scale · row factor · distance factor
+  torch::Tensor bias;   // (n, Tk) distance bias, or undefined (= 0)
+  torch::Tensor i;      // (n, 1) query positions
+  torch::Tensor t;      // (n, Tk) distance i − j (0 above the diagonal)
+  torch::Tensor t_index;  // (1, n·Tk) the same as int64, for a learned bias table; undefined without
   bool fire = false;      // the learned table is FIRE's (H, G + 2): f_h on a grid, c_h, L_h
 
-  torch::Tensor above;  // (T, T) bool, j > i
+  torch::Tensor above;  // (n, Tk) bool, j > i
   torch::Tensor slopes; // (H) ALiBi slopes, or undefined
 };
 
-ClosedForms closed_forms(const Method& m, int64_t T, const torch::TensorOptions& f64) {
+ClosedForms closed_forms(const Method& m, int64_t start, int64_t rows, int64_t keys, int64_t context,
+                         const torch::TensorOptions& f64) {
   ClosedForms c;
-  const double scale = m.score_scale * yarn_logit_multiplier(m, T);
-  const auto i = torch::arange(T, f64).unsqueeze(1);  // (T, 1)
-  const auto t = (i - torch::arange(T, f64).unsqueeze(0)).clamp_min(0);  // (T, T)
-  const auto n = i + 1;                               // (T, 1) visible keys
-  c.mult = torch::full({T, 1}, scale, f64);
+  const double scale = m.score_scale * yarn_logit_multiplier(m, context);
+  c.i = torch::arange(start, start + rows, f64).unsqueeze(1);  // (n, 1)
+  const auto j = torch::arange(keys, f64).unsqueeze(0);          // (1, Tk)
+  const auto& i = c.i;
+  const auto t = (i - j).clamp_min(0);                           // (n, Tk)
+  const auto n = i + 1;                                          // (n, 1) visible keys
+  c.t = t;
+  c.mult = torch::full({rows, 1}, scale, f64);
   switch (m.transform) {
     case Transform::kLogN:
       c.mult = n.log() * scale;
@@ -59,39 +66,33 @@ ClosedForms closed_forms(const Method& m, int64_t T, const torch::TensorOptions&
     default:
       break;
   }
-  if (m.alibi()) c.t = t;
-  if (m.learned_bias()) c.t_index = t.to(torch::kLong).flatten();
+  if (m.learned_bias()) c.t_index = t.to(torch::kLong).reshape({1, rows * keys});
   c.fire = transform_spec(m.transform).table == TableIndex::kFire;
-  if (m.alibi()) {
-    c.slopes = torch::tensor(alibi_slopes(m.heads), f64);
-  }
-  c.above = torch::ones({T, T}, f64.dtype(torch::kBool)).triu(1);
+  c.slopes = alibi_slope_tensor(m, f64);  // made on the device (undefined without ALiBi)
+  c.above = j.gt(i);
   return c;
 }
 
-// FIRE's bias (H', T, T) from its table (H', G + 2), straight from arXiv 2310.04418 with f_h
-// interpolated on its grid: f_h(x), x = ψ(t) / (ψ(max(L_h, i)) + ε), ψ(y) = ln(1 + c_h·y), by torch
-// ops that autograd differentiates w.r.t. the table (the kernels' hand-written gradient is checked
-// against this).
-torch::Tensor fire_bias(const torch::Tensor& table, int64_t T) {
+// FIRE's bias (H', n, Tk) from its table (H', G + 2) at query positions i (n, 1) and distances
+// t (n, Tk), straight from arXiv 2310.04418 with f_h interpolated on its grid: f_h(x),
+// x = ψ(t) / (ψ(max(L_h, i)) + ε), ψ(y) = ln(1 + c_h·y), by torch ops that autograd differentiates
+// w.r.t. the table (the kernels' hand-written gradient is checked against this).
+torch::Tensor fire_bias(const torch::Tensor& table, const torch::Tensor& i, const torch::Tensor& t) {
   const auto tb = table.to(torch::kFloat64);
-  const int64_t Hs = tb.size(0), G = tb.size(1) - 2;
-  const auto f64 = tb.options();
+  const int64_t Hs = tb.size(0), G = tb.size(1) - 2, n = t.size(0), Tk = t.size(1);
   const auto c = tb.narrow(1, G, 1).view({Hs, 1, 1}), L = tb.narrow(1, G + 1, 1).view({Hs, 1, 1});
-  const auto i = torch::arange(T, f64).view({1, T, 1});
-  const auto t = (i - torch::arange(T, f64).view({1, 1, T})).clamp_min(0);  // (1, T, T)
-  const auto x = (c * t).log1p() / ((c * torch::maximum(i, L)).log1p() + double(kFireEps));  // (H', T, T)
+  const auto x = (c * t).log1p() / ((c * torch::maximum(i, L)).log1p() + double(kFireEps));  // (H', n, Tk)
   const auto u = x * double(G - 1);
   const auto cell = u.detach().floor().clamp(0, double(G - 2));
   const auto w = u - cell;
-  const auto index = cell.to(torch::kLong).view({Hs, T * T});
+  const auto index = cell.to(torch::kLong).view({Hs, n * Tk});
   const auto f = tb.narrow(1, 0, G);
-  const auto f0 = f.gather(1, index).view({Hs, T, T}), f1 = f.gather(1, index + 1).view({Hs, T, T});
+  const auto f0 = f.gather(1, index).view({Hs, n, Tk}), f1 = f.gather(1, index + 1).view({Hs, n, Tk});
   return f0 + w * (f1 - f0);
 }
 
-// Masked logits (B', H', T, T) for heads [h0, h0 + H') from the raw dot products s (B', H', T, T).
-// head_scale: (H') or undefined; bias_table: (H', T' >= T) for a learned bias. in_place: overwrite
+// Masked logits (B', H', n, Tk) for heads [h0, h0 + H') from the raw dot products s (B', H', n, Tk).
+// head_scale: (H') or undefined; bias_table: (H', T' >= Tk) for a learned bias. in_place: overwrite
 // s (inference only).
 torch::Tensor logits_from_dots(torch::Tensor s, const ClosedForms& c, const torch::Tensor& head_scale,
                                const torch::Tensor& bias_table, int64_t h0, bool in_place) {
@@ -101,16 +102,16 @@ torch::Tensor logits_from_dots(torch::Tensor s, const ClosedForms& c, const torc
       c.slopes.defined() ? c.slopes.narrow(0, h0, Hs).view({Hs, 1, 1}) : torch::Tensor();
   const torch::Tensor hs =
       head_scale.defined() ? head_scale.to(torch::kFloat64).view({Hs, 1, 1}) : torch::Tensor();
-  const int64_t T = s.size(2);
-  torch::Tensor learned;  // (H', T, T): bias_table[h][i − j]
+  const int64_t n = s.size(2), Tk = s.size(3);
+  torch::Tensor learned;  // (H', n, Tk): bias_table[h][i − j]
   if (c.fire) {
     if (!bias_table.defined() || bias_table.dim() != 2 || bias_table.size(0) != Hs || bias_table.size(1) < 4)
       throw std::invalid_argument("attention reference: fire needs its table (H, G + 2 >= 4)");
-    learned = fire_bias(bias_table, T);
+    learned = fire_bias(bias_table, c.i, c.t);
   } else if (c.t_index.defined()) {
-    if (!bias_table.defined() || bias_table.dim() != 2 || bias_table.size(0) != Hs || bias_table.size(1) < T)
+    if (!bias_table.defined() || bias_table.dim() != 2 || bias_table.size(0) != Hs || bias_table.size(1) < Tk)
       throw std::invalid_argument("attention reference: this method learns a distance bias and needs bias_table (H, >= T)");
-    learned = bias_table.to(torch::kFloat64).index_select(1, c.t_index).view({Hs, T, T});
+    learned = bias_table.to(torch::kFloat64).gather(1, c.t_index.expand({Hs, n * Tk})).view({Hs, n, Tk});
   }
   if (in_place) {
     s.mul_(c.mult);
@@ -140,7 +141,25 @@ torch::Tensor reference_logits(const torch::Tensor& q, const torch::Tensor& k, c
                                const torch::Tensor& head_scale, const torch::Tensor& bias_table) {
   check_inputs(q, k, m);
   const auto [qd, kd] = rotated_f64(q, k, m);  // (B, H, T, D)
-  const auto c = closed_forms(m, q.size(2), qd.options());
+  const auto c = closed_forms(m, 0, q.size(2), q.size(2), q.size(2), qd.options());
+  return logits_from_dots(torch::matmul(qd, kd.transpose(-2, -1)), c, head_scale, bias_table, 0, false);
+}
+
+torch::Tensor reference_logits_rows(const torch::Tensor& q_rotated, const torch::Tensor& k_rotated,
+                                    const Method& m, int64_t start, int64_t context,
+                                    const torch::Tensor& head_scale, const torch::Tensor& bias_table) {
+  const int64_t n = q_rotated.size(2), Tk = k_rotated.size(2);
+  if (q_rotated.dim() != 4 || k_rotated.dim() != 4 || q_rotated.size(1) != m.heads ||
+      k_rotated.size(1) != m.heads || q_rotated.size(3) != m.head_dim || k_rotated.size(3) != m.head_dim)
+    throw std::invalid_argument("attention reference: q and k must be (B, H, n, D) and (B, H, Tk, D) with H = " +
+                                std::to_string(m.heads) + ", D = " + std::to_string(m.head_dim));
+  if (start < 0 || start + n > Tk || Tk > context)
+    throw std::invalid_argument("attention reference: rows [" + std::to_string(start) + ", " +
+                                std::to_string(start + n) + ") over " + std::to_string(Tk) +
+                                " keys do not fit a sequence of " + std::to_string(context));
+  check_context(m, context);
+  const auto qd = q_rotated.to(torch::kFloat64), kd = k_rotated.to(torch::kFloat64);
+  const auto c = closed_forms(m, start, n, Tk, context, qd.options());
   return logits_from_dots(torch::matmul(qd, kd.transpose(-2, -1)), c, head_scale, bias_table, 0, false);
 }
 
@@ -157,7 +176,7 @@ std::tuple<torch::Tensor, torch::Tensor> reference_attention_with_lse(
   const auto [qd, kd] = rotated_f64(q, k, m);  // (B, H, T, D)
   const auto vd = v.to(torch::kFloat64);
   if (needs_graph) {
-    const auto c = closed_forms(m, q.size(2), qd.options());
+    const auto c = closed_forms(m, 0, q.size(2), q.size(2), q.size(2), qd.options());
     const auto logits =
         logits_from_dots(torch::matmul(qd, kd.transpose(-2, -1)), c, head_scale, bias_table, 0, false);
     const auto lse = logits.logsumexp(-1);              // (B, H, T)
@@ -169,7 +188,7 @@ std::tuple<torch::Tensor, torch::Tensor> reference_attention_with_lse(
   // (peak ≈ a few T×T float64 matrices instead of a few B·H·T×T).
   torch::NoGradGuard no_grad;
   const int64_t B = q.size(0), H = q.size(1);
-  const auto c = closed_forms(m, q.size(2), qd.options());
+  const auto c = closed_forms(m, 0, q.size(2), q.size(2), q.size(2), qd.options());
   auto out = torch::empty(qd.sizes(), qd.options());         // (B, H, T, D)
   auto lse = torch::empty({B, H, q.size(2)}, qd.options());  // (B, H, T)
   for (int64_t b = 0; b < B; ++b)

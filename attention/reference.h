@@ -21,6 +21,16 @@ torch::Tensor reference_logits(const torch::Tensor& q, const torch::Tensor& k, c
                                const torch::Tensor& head_scale = {},
                                const torch::Tensor& bias_table = {});
 
+// Rows [start, start + n) of the masked logits, (B, H, n, Tk) float64, over keys [0, Tk) of a
+// sequence of length `context` >= Tk, from q and k ALREADY rotated for that context ((B, H, n, D),
+// (B, H, Tk, D)): the closed forms of reference_logits (which is start = 0, n = Tk = T after its
+// own rotation), built on q's device — no host table. The decode path's logits
+// (CausalAttention::forward_cached, and a prefix at an overridden context).
+torch::Tensor reference_logits_rows(const torch::Tensor& q_rotated, const torch::Tensor& k_rotated,
+                                    const Method& method, int64_t start, int64_t context,
+                                    const torch::Tensor& head_scale = {},
+                                    const torch::Tensor& bias_table = {});
+
 // Output (B, H, T, D) in q's dtype (computed in float64).
 torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k,
                                   const torch::Tensor& v, const Method& method,
