@@ -35,6 +35,13 @@ Result run_cli(const std::string& args, const fs::path& cwd = {}) {
   return r;
 }
 
+// The output of `harness ARGS` (in `cwd`), which must exit with `code` (0 done, 2 a usage error).
+std::string output_of(const std::string& args, int code, const fs::path& cwd = {}) {
+  const Result r = run_cli(args, cwd);
+  EXPECT_EQ(r.code, code) << "harness " << args << ":\n" << r.output;
+  return r.output;
+}
+
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 size_t count(const std::string& text, const std::string& part) {
@@ -55,30 +62,37 @@ TEST(Cli, ListOptionsAreCommaSeparatedRepeatedOrBoth) {
 }
 
 TEST(Cli, AMissingPositionalArgumentIsNamedNotItsInternalOption) {
-  const auto config = run_cli("config");
-  EXPECT_EQ(config.code, 2);
-  EXPECT_TRUE(has(config.output, "missing ACTION: keys | show")) << config.output;
-  EXPECT_FALSE(has(config.output, "--action")) << config.output;
-  const auto attention = run_cli("attention");
-  EXPECT_EQ(attention.code, 2);
-  EXPECT_TRUE(has(attention.output, "missing ACTION: inspect")) << attention.output;
-  const auto table = run_cli("export table");
-  EXPECT_EQ(table.code, 2);
-  EXPECT_TRUE(has(table.output, "missing INPUT")) << table.output;
-  EXPECT_FALSE(has(table.output, "--input")) << table.output;
-  const auto analyse = run_cli("analyse");
-  EXPECT_EQ(analyse.code, 2);
-  EXPECT_TRUE(has(analyse.output, "missing TARGET")) << analyse.output;
+  const std::string config = output_of("config", 2);
+  EXPECT_TRUE(has(config, "missing ACTION: keys | show")) << config;
+  EXPECT_FALSE(has(config, "--action")) << config;
+  const std::string attention = output_of("attention", 2);
+  EXPECT_TRUE(has(attention, "missing ACTION: inspect")) << attention;
+  const std::string table = output_of("export table", 2);
+  EXPECT_TRUE(has(table, "missing INPUT")) << table;
+  EXPECT_FALSE(has(table, "--input")) << table;
+  const std::string analyse = output_of("analyse", 2);
+  EXPECT_TRUE(has(analyse, "missing TARGET")) << analyse;
+}
+
+// `config keys` lists both tables of the one config validator: the run config's keys and, in a
+// section of its own, the critical-scaling file's.
+TEST(Cli, ConfigKeysListsRunConfigsAndCriticalScalingFiles) {
+  const std::string keys = output_of("config keys", 0);
+  const size_t run = keys.find("# run configs"), critical = keys.find("# experiment: critical-scaling files");
+  ASSERT_NE(run, std::string::npos) << keys;
+  ASSERT_NE(critical, std::string::npos) << keys;
+  EXPECT_LT(run, critical);
+  EXPECT_LT(run, keys.find("\ntrain.steps "));
+  EXPECT_LT(critical, keys.find("\nrho.from "));
+  EXPECT_NE(keys.find("\nhutchinson.precision "), std::string::npos) << keys;
 }
 
 TEST(Cli, HelpShowsTheUsageOnceWithExamplesAndReadableDefaults) {
-  const auto table = run_cli("export table --help");
-  EXPECT_EQ(table.code, 0);
-  EXPECT_FALSE(has(table.output, "--input")) << table.output;
-  EXPECT_TRUE(has(table.output, "examples:")) << table.output;
-  const auto critical = run_cli("theory critical --help");
-  EXPECT_EQ(critical.code, 0);
-  EXPECT_EQ(count(critical.output, "usage:"), 1u) << critical.output;
+  const std::string table = output_of("export table --help", 0);
+  EXPECT_FALSE(has(table, "--input")) << table;
+  EXPECT_TRUE(has(table, "examples:")) << table;
+  const std::string critical = output_of("theory critical --help", 0);
+  EXPECT_EQ(count(critical, "usage:"), 1u) << critical;
   const auto theory = run_cli("theory --help");
   EXPECT_TRUE(has(theory.output, "entropy") && has(theory.output, "critical")) << theory.output;
   const auto entropy = run_cli("theory entropy --help");
@@ -89,61 +103,52 @@ TEST(Cli, HelpShowsTheUsageOnceWithExamplesAndReadableDefaults) {
 }
 
 TEST(Cli, VersionNamesTheRevisionAndLibTorch) {
-  const auto v = run_cli("--version");
-  EXPECT_EQ(v.code, 0);
-  EXPECT_EQ(v.output.rfind("harness ", 0), 0u) << v.output;
-  EXPECT_TRUE(has(v.output, "LibTorch ")) << v.output;
+  const std::string v = output_of("--version", 0);
+  EXPECT_EQ(v.rfind("harness ", 0), 0u) << v;
+  EXPECT_TRUE(has(v, "LibTorch ")) << v;
   // The revision fixed at build time (cmake/revision.cmake): 40 hex digits, "-dirty" for a tree
   // with uncommitted changes, or "unknown" outside git; never empty.
-  const std::string revision = v.output.substr(8, v.output.find(" (LibTorch") - 8);
+  const std::string revision = v.substr(8, v.find(" (LibTorch") - 8);
   EXPECT_TRUE(std::regex_match(revision, std::regex("[0-9a-f]{40}(-dirty)?|unknown"))) << revision;
 }
 
 TEST(Cli, ExportCurvesChecksItsInputBeforeCreatingTheOutputDirectory) {
   test_support::TempDir tmp;
   const auto out = tmp.path / "figures";
-  const auto r = run_cli("export curves " + (tmp.path / "no-such.yaml").string() + " --out " + out.string());
-  EXPECT_EQ(r.code, 2) << r.output;
+  output_of("export curves " + (tmp.path / "no-such.yaml").string() + " --out " + out.string(), 2);
   EXPECT_FALSE(fs::exists(out));
-  const auto theory = run_cli("export curves " + (tmp.path / "no-such.h5").string() + " --out " + out.string());
-  EXPECT_EQ(theory.code, 2) << theory.output;
+  output_of("export curves " + (tmp.path / "no-such.h5").string() + " --out " + out.string(), 2);
   EXPECT_FALSE(fs::exists(out));
 }
 
 TEST(Cli, AnalyseOfAMissingPathSaysSo) {
-  const auto r = run_cli("analyse runs/no-such-run-dir");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(has(r.output, "no such run directory or sweep file")) << r.output;
+  const std::string r = output_of("analyse runs/no-such-run-dir", 2);
+  EXPECT_TRUE(has(r, "no such run directory or sweep file")) << r;
 }
 
 TEST(Cli, AttentionInspectErrorsPointAtTheFlag) {
-  const auto r = run_cli("attention inspect --method sip-rope");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(has(r.output, "--method sip-rope: attention.method")) << r.output;
-  EXPECT_FALSE(has(r.output, "--attention.method")) << r.output;
+  const std::string r = output_of("attention inspect --method sip-rope", 2);
+  EXPECT_TRUE(has(r, "--method sip-rope: attention.method")) << r;
+  EXPECT_FALSE(has(r, "--attention.method")) << r;
 }
 
 TEST(Cli, AFlagTheMethodDoesNotReadIsNotedAsIgnored) {
-  const auto rope = run_cli("attention inspect --method rope --tau 10 --distances 0,1");
-  EXPECT_EQ(rope.code, 0) << rope.output;
-  EXPECT_TRUE(has(rope.output, "note: --tau 10: ignored")) << rope.output;
-  const auto si = run_cli("attention inspect --method si+p-rope --tau 10 --distances 0,1");
-  EXPECT_EQ(si.code, 0) << si.output;
-  EXPECT_FALSE(has(si.output, "ignored")) << si.output;
+  const std::string rope = output_of("attention inspect --method rope --tau 10 --distances 0,1", 0);
+  EXPECT_TRUE(has(rope, "note: --tau 10: ignored")) << rope;
+  const std::string si = output_of("attention inspect --method si+p-rope --tau 10 --distances 0,1", 0);
+  EXPECT_FALSE(has(si, "ignored")) << si;
 }
 
 TEST(Cli, ConfigShowNotesTauAndTheBaseFarFromThePapersRatios) {
   test_support::TempDir tmp;
   const auto config = tmp.path / "c.yaml";
   std::ofstream(config) << "attention: {method: si+p-rope}\ntrain: {context: 64}\n";  // τ = 10, base 1024
-  const auto defaults = run_cli("config show --config " + config.string());
-  EXPECT_EQ(defaults.code, 0) << defaults.output;
-  EXPECT_TRUE(has(defaults.output, "note: attention.tau = 10 is L/6.4")) << defaults.output;
-  EXPECT_TRUE(has(defaults.output, "note: attention.p_rope_base = 1024 is L/0.0625")) << defaults.output;
+  const std::string defaults = output_of("config show --config " + config.string(), 0);
+  EXPECT_TRUE(has(defaults, "note: attention.tau = 10 is L/6.4")) << defaults;
+  EXPECT_TRUE(has(defaults, "note: attention.p_rope_base = 1024 is L/0.0625")) << defaults;
   std::ofstream(config) << "attention: {method: si+p-rope, tau: L/400, p_rope_base: L/4}\ntrain: {context: 64}\n";
-  const auto scaled = run_cli("config show --config " + config.string());
-  EXPECT_EQ(scaled.code, 0) << scaled.output;
-  EXPECT_FALSE(has(scaled.output, "note:")) << scaled.output;
+  const std::string scaled = output_of("config show --config " + config.string(), 0);
+  EXPECT_FALSE(has(scaled, "note:")) << scaled;
   // RoPE reads neither: nothing to say.
   std::ofstream(config) << "attention: {method: rope}\ntrain: {context: 64}\n";
   EXPECT_FALSE(has(run_cli("config show --config " + config.string()).output, "note:"));
@@ -167,9 +172,8 @@ TEST(Cli, SweepStatusCallsAnUnreadableRunFileUnreadable) {
   const auto sweep = harness::sweeps::load_sweep(file.string());
   fs::create_directories(sweep.runs[0].run_dir);
   std::ofstream(sweep.runs[0].run_dir + "/run.h5") << "\x89HDF\r\n\x1a\n truncated";
-  const auto r = run_cli("sweep status " + file.string());
-  EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_TRUE(has(r.output, "unreadable")) << r.output;
-  EXPECT_TRUE(has(r.output, "1 unreadable")) << r.output;  // the counts line
-  EXPECT_FALSE(has(r.output, " 1 failed")) << r.output;
+  const std::string r = output_of("sweep status " + file.string(), 0);
+  EXPECT_TRUE(has(r, "unreadable")) << r;
+  EXPECT_TRUE(has(r, "1 unreadable")) << r;  // the counts line
+  EXPECT_FALSE(has(r, " 1 failed")) << r;
 }

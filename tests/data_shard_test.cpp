@@ -53,6 +53,18 @@ void expect_contains(const std::string& message, const std::string& part) {
   EXPECT_NE(message.find(part), std::string::npos) << "'" << part << "' not in: " << message;
 }
 
+// The error of reading a 100-token shard whose header word at byte `offset` is `value`: it names
+// the file.
+std::string error_with_header_word(std::streamoff offset, int32_t value) {
+  TempDir dir;
+  const auto path = dir.path / "x_val_000000.bin";
+  write_token_shard(path, sample_tokens(100));
+  overwrite_int32(path, offset, value);
+  const auto message = error_of(path);
+  expect_contains(message, path.string());
+  return message;
+}
+
 }  // namespace
 
 TEST(DataShard, RoundTrip) {
@@ -76,24 +88,14 @@ TEST(DataShard, RoundTrip) {
 }
 
 TEST(DataShard, BadMagicIsAClearError) {
-  TempDir dir;
-  const auto path = dir.path / "x_val_000000.bin";
-  write_token_shard(path, sample_tokens(100));
-  overwrite_int32(path, 0, 12345);
-  const auto message = error_of(path);
-  expect_contains(message, path.string());
+  const auto message = error_with_header_word(0, 12345);
   expect_contains(message, "magic");
   expect_contains(message, "expected header[0] = 20240520");
   expect_contains(message, "found 12345");
 }
 
 TEST(DataShard, UnsupportedVersionIsAClearError) {
-  TempDir dir;
-  const auto path = dir.path / "x_val_000000.bin";
-  write_token_shard(path, sample_tokens(100));
-  overwrite_int32(path, 4, 2);
-  const auto message = error_of(path);
-  expect_contains(message, path.string());
+  const auto message = error_with_header_word(4, 2);
   expect_contains(message, "unsupported version");
   expect_contains(message, "found 2");
 }

@@ -25,6 +25,7 @@
 #include "results/hdf5_io.h"
 #include "results/run_file.h"
 #include "sweeps/sweep_file.h"
+#include "run_record_support.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -34,18 +35,7 @@ namespace {
 
 // A small complete run: what publish writes.
 results::RunRecord small_run() {
-  results::RunRecord r;
-  r.config["yaml"] = "train:\n  steps: 4\n";
-  r.config["hash"] = "0123456789abcdef";
-  r.threads = 1;
-  for (int s = 1; s <= 4; ++s) {
-    r.train.step.push_back(s);
-    r.train.tokens.push_back(32 * s);
-    r.train.loss.push_back(5.0 - 0.5 * s);
-    r.train.lr.push_back(1.0);
-    r.train.grad_norm.push_back(0.1 * s);
-    r.train.seconds.push_back(0.25 * s);
-  }
+  results::RunRecord r = test_support::record_with_train_log("train:\n  steps: 4\n", 1, 4, 32);
   auto& e = r.eval[64];
   for (int s : {2, 4}) {
     e.step.push_back(s);
@@ -73,18 +63,37 @@ std::string damaged_run(const test_support::TempDir& dir, Edit edit) {
   return path;
 }
 
-// What read_run_file threw: its type must be std::runtime_error, its message is returned.
-std::string read_error(const std::string& path) {
+// What `f` threw: its type must be Expected (std::runtime_error for a damaged run file,
+// harness::InputError for a loader's input, std::runtime_error for what the command line
+// reports), its message is returned.
+template <class Expected, class F>
+std::string error_of(F&& f) {
   try {
-    results::read_run_file(path);
-  } catch (const std::runtime_error& e) {
+    f();
+  } catch (const Expected& e) {
     return e.what();
   } catch (const std::exception& e) {
-    ADD_FAILURE() << "read_run_file threw " << typeid(e).name() << ", not std::runtime_error: " << e.what();
+    ADD_FAILURE() << "threw " << typeid(e).name() << ", not the type expected: " << e.what();
     return e.what();
   }
-  ADD_FAILURE() << "read_run_file read the damaged file " << path;
+  ADD_FAILURE() << "did not throw";
   return "";
+}
+
+// What read_run_file threw reading `path`: a std::runtime_error, its message.
+std::string read_error(const std::string& path) {
+  return error_of<std::runtime_error>([&] { results::read_run_file(path); });
+}
+
+// A small run damaged by `edit` is refused: reading it throws std::runtime_error whose message
+// holds "<path>: <what>" (the file named, then the group and what is wrong). Returns the message.
+template <class Edit>
+std::string expect_refused(const std::string& what, Edit edit) {
+  test_support::TempDir dir;
+  const auto path = damaged_run(dir, edit);
+  const std::string message = read_error(path);
+  EXPECT_NE(message.find(path + ": " + what), std::string::npos) << message;
+  return message;
 }
 
 void replace_dataset(hid_t file, const std::string& group, const std::string& name, hid_t space,
@@ -104,65 +113,48 @@ void replace_dataset(hid_t file, const std::string& group, const std::string& na
 // user without the file's name, and a few not even as std::runtime_error. Now each names the file
 // and the group being read.
 TEST(FuzzRunFile, ErrorsNameTheFileAndTheGroup) {
-  test_support::TempDir dir;
-  const auto path = damaged_run(dir, [](hid_t file) {
+  const std::string message = expect_refused("/train: ", [](hid_t file) {
     Handle train(H5Gopen2(file, "train", H5P_DEFAULT), H5Gclose, "open train");
     ASSERT_GE(H5Ldelete(train, "lr", H5P_DEFAULT), 0);
   });
-  const std::string message = read_error(path);
-  EXPECT_NE(message.find(path + ": /train: "), std::string::npos) << message;
   EXPECT_NE(message.find("lr"), std::string::npos) << message;
 }
 
 // Found: an unknown /status state escaped as std::invalid_argument ("unknown run state 'x'"),
 // which the readers that skip unreadable runs (catching std::runtime_error) did not expect.
 TEST(FuzzRunFile, UnknownStateIsARuntimeErrorNamingTheFile) {
-  test_support::TempDir dir;
-  const auto path = damaged_run(dir, [](hid_t file) {
+  expect_refused("/status: unknown run state 'dona'", [](hid_t file) {
     Handle status(H5Gopen2(file, "status", H5P_DEFAULT), H5Gclose, "open status");
     ASSERT_GE(H5Adelete(status, "state"), 0);
     results::h5::write_string_attr(status, "state", "dona");
   });
-  const std::string message = read_error(path);
-  EXPECT_NE(message.find(path + ": /status: unknown run state 'dona'"), std::string::npos) << message;
 }
 
 // Found: a scalar (rank-0) /eval/<T>/position_loss threw std::out_of_range from dims.at(0).
 TEST(FuzzRunFile, MatrixOfTheWrongRankIsRefused) {
-  test_support::TempDir dir;
-  const auto path = damaged_run(dir, [](hid_t file) {
+  expect_refused("/eval/64: dataset position_loss: shape (), not (rows, columns", [](hid_t file) {
     Handle space(H5Screate(H5S_SCALAR), H5Sclose, "scalar space");
     const double value = 1.0;
     replace_dataset(file, "eval/64", "position_loss", space, H5P_DEFAULT, &value);
   });
-  const std::string message = read_error(path);
-  EXPECT_NE(message.find(path + ": /eval/64: dataset position_loss: shape (), not (rows, columns"),
-            std::string::npos)
-      << message;
 }
 
 // Found by the fuzz target's record check (columns of one length): a /train column of 3 rows for
 // 4 steps was returned as read, and every reader of a record indexes the columns by step.
 TEST(FuzzRunFile, ColumnsOfDifferentLengthsAreRefused) {
-  test_support::TempDir dir;
-  const auto path = damaged_run(dir, [](hid_t file) {
+  expect_refused("/train: columns of different lengths: step 4, tokens 4, loss 4, lr 3,", [](hid_t file) {
     const hsize_t n = 3;
     const double lr[3] = {1, 1, 1};
     Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, "space");
     replace_dataset(file, "train", "lr", space, H5P_DEFAULT, lr);
   });
-  const std::string message = read_error(path);
-  EXPECT_NE(message.find(path + ": /train: columns of different lengths: step 4, tokens 4, loss 4, lr 3,"),
-            std::string::npos)
-      << message;
 }
 
 // Found with h5py-edited seeds (f["status"].attrs["step"] = [1, 2, 3, 4]): an attribute of more
 // than one value was read into room for one, and HDF5 wrote them all (ASan: stack-buffer-overflow
 // in read_int_attr and read_string_attr). Every attribute read now holds exactly one value.
 TEST(FuzzRunFile, AttributeOfManyValuesIsRefused) {
-  test_support::TempDir dir;
-  const auto step = damaged_run(dir, [](hid_t file) {
+  expect_refused("/status: attribute step: 4 values, not one", [](hid_t file) {
     Handle status(H5Gopen2(file, "status", H5P_DEFAULT), H5Gclose, "open status");
     ASSERT_GE(H5Adelete(status, "step"), 0);
     const hsize_t n = 4;
@@ -171,11 +163,7 @@ TEST(FuzzRunFile, AttributeOfManyValuesIsRefused) {
     Handle attr(H5Acreate2(status, "step", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, "step");
     ASSERT_GE(H5Awrite(attr, H5T_NATIVE_INT64, values), 0);
   });
-  std::string message = read_error(step);
-  EXPECT_NE(message.find(step + ": /status: attribute step: 4 values, not one"), std::string::npos) << message;
-
-  test_support::TempDir dir2;
-  const auto state = damaged_run(dir2, [](hid_t file) {
+  expect_refused("/status: attribute state: 3 values, not one", [](hid_t file) {
     Handle status(H5Gopen2(file, "status", H5P_DEFAULT), H5Gclose, "open status");
     ASSERT_GE(H5Adelete(status, "state"), 0);
     const hsize_t n = 3;
@@ -186,8 +174,6 @@ TEST(FuzzRunFile, AttributeOfManyValuesIsRefused) {
     Handle attr(H5Acreate2(status, "state", type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, "state");
     ASSERT_GE(H5Awrite(attr, type, values), 0);
   });
-  message = read_error(state);
-  EXPECT_NE(message.find(state + ": /status: attribute state: 3 values, not one"), std::string::npos) << message;
 }
 
 // Found: a compact dataset whose stored data is shorter than its shape (one byte of the layout
@@ -229,39 +215,18 @@ TEST(FuzzRunFile, CompactDataShorterThanItsShapeIsRefused) {
 // with nothing stored (chunks never written read as fill values) asked for 8 TiB, and a shape whose
 // product overflows would size it too small. Now refused by what the file can hold.
 TEST(FuzzRunFile, ShapeLargerThanTheFileCanHoldIsRefused) {
-  test_support::TempDir dir;
-  const auto path = damaged_run(dir, [](hid_t file) {
+  expect_refused("/train: HDF5: dataset seconds: 1099511627776 values, more than its 0 bytes", [](hid_t file) {
     const hsize_t n = hsize_t(1) << 40, max = H5S_UNLIMITED, chunk = 1024;
     Handle space(H5Screate_simple(1, &n, &max), H5Sclose, "space");
     Handle props(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "properties");
     ASSERT_GE(H5Pset_chunk(props, 1, &chunk), 0);
     replace_dataset(file, "train", "seconds", space, props, nullptr);
   });
-  const std::string error = read_error(path);
-  EXPECT_NE(error.find(path + ": /train: HDF5: dataset seconds: 1099511627776 values, more than its 0 bytes"),
-            std::string::npos)
-      << error;
 }
 
 namespace {
 
 const std::string kRegressions = std::string(HARNESS_TEST_DATA) + "/fuzz-regressions";
-
-// What `f` threw: its type must be Expected (harness::InputError for a loader's input, std::runtime_error
-// for what the command line reports), its message is returned.
-template <class Expected, class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Expected& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw " << typeid(e).name() << ", not the type expected: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "did not throw";
-  return "";
-}
 
 template <class Load>
 std::string input_error(Load load) { return error_of<harness::InputError>(load); }
@@ -360,6 +325,31 @@ TEST(FuzzCheckpoint, ListLineWithAMalformedCrcIsRefusedNamingTheList) {
   }
 }
 
+namespace {
+
+// What loading `bytes` into `model` threw: a c10::Error (what --resume and open_finished_run name
+// the file with), from the whole checkpoint (whole: model and optimiser) or the model's weights
+// alone; its message without the backtrace.
+std::string checkpoint_error(const std::vector<char>& bytes, models::GPT& model, models::Optimizers& optim,
+                             bool whole) {
+  const char* what = whole ? "load_checkpoint" : "load_model_weights";
+  try {
+    if (whole)
+      harness::train::load_checkpoint(bytes, model, optim);
+    else
+      harness::train::load_model_weights(bytes, model);
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << what << " threw " << typeid(e).name() << ", not c10::Error: " << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << what << " loaded the checkpoint";
+  return "";
+}
+
+}  // namespace
+
 // Found by fuzz_checkpoint on a seed (a checkpoint of the same config with d_model 16):
 // LibTorch's Module::load takes each tensor as the archive holds it (Tensor::set_), whatever its
 // shape. open_finished_run (analyse, generate, ...) loaded a d_model 16 checkpoint into a d_model 8
@@ -379,18 +369,10 @@ TEST(FuzzCheckpoint, CheckpointOfAnotherShapeIsRefusedBeforeLoading) {
   const auto before = model->named_parameters()["embed.weight"].clone();
 
   for (const bool whole : {false, true}) {
-    try {
-      if (whole)
-        harness::train::load_checkpoint(bytes, model, optim);
-      else
-        harness::train::load_model_weights(bytes, model);
-      ADD_FAILURE() << (whole ? "load_checkpoint" : "load_model_weights") << " took a d_model 16 checkpoint";
-    } catch (const c10::Error& e) {  // what --resume and open_finished_run name the file with
-      EXPECT_NE(std::string(e.what_without_backtrace()).find(
-                    "the checkpoint's embed.weight is [256, 16] (Float), the model's [256, 8] (Float)"),
-                std::string::npos)
-          << e.what_without_backtrace();
-    }
+    const std::string message = checkpoint_error(bytes, model, optim, whole);
+    EXPECT_NE(message.find("the checkpoint's embed.weight is [256, 16] (Float), the model's [256, 8] (Float)"),
+              std::string::npos)
+        << message;
     EXPECT_TRUE(torch::equal(model->named_parameters()["embed.weight"], before));
   }
   // The model's own checkpoint still loads.
@@ -415,17 +397,7 @@ TEST(FuzzCheckpoint, ArchiveWhoseCodeDoesNotCompileIsACheckpointError) {
   ASSERT_NE(at, bytes.end());
   std::copy(damaged.begin(), damaged.end(), at);
   for (const bool whole : {false, true}) {
-    try {
-      if (whole)
-        harness::train::load_checkpoint(bytes, model, optim);
-      else
-        harness::train::load_model_weights(bytes, model);
-      ADD_FAILURE() << "loaded";
-    } catch (const c10::Error& e) {
-      EXPECT_EQ(std::string(e.what_without_backtrace()).rfind("not a checkpoint LibTorch can read: ", 0), 0u)
-          << e.what_without_backtrace();
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "threw " << typeid(e).name() << ": " << e.what();
-    }
+    const std::string message = checkpoint_error(bytes, model, optim, whole);
+    EXPECT_EQ(message.rfind("not a checkpoint LibTorch can read: ", 0), 0u) << message;
   }
 }

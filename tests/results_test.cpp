@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "results/run_file.h"
+#include "run_record_support.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -15,18 +16,7 @@ namespace fs = std::filesystem;
 namespace {
 
 results::RunRecord sample() {
-  results::RunRecord r;
-  r.config["yaml"] = "model:\n  layers: 2  # ünïcode\n";
-  r.config["hash"] = "0123456789abcdef";
-  r.threads = 2;
-  for (int s = 1; s <= 5; ++s) {
-    r.train.step.push_back(s);
-    r.train.tokens.push_back(64 * s);
-    r.train.loss.push_back(5.0 - 0.5 * s);
-    r.train.lr.push_back(1.0);
-    r.train.grad_norm.push_back(0.1 * s);
-    r.train.seconds.push_back(0.25 * s);
-  }
+  results::RunRecord r = test_support::record_with_train_log("model:\n  layers: 2  # ünïcode\n", 2, 5, 64);
   for (int64_t T : {64, 256}) {
     auto& e = r.eval[T];
     for (int s : {2, 4}) {
