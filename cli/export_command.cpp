@@ -103,7 +103,8 @@ int table(const Args& args) {
     return kExitOk;
   }
   if (input.empty() == from_csv.empty())
-    throw InputError("export table: give a sweep file or a runs directory, or --from-csv FILE (one of them)");
+    throw InputError(input.empty() ? "missing INPUT: a sweep file or a directory of runs (or --from-csv FILE, or --from-curves)"
+                                     : "export table: INPUT or --from-csv FILE, not both");
   if (!from_csv.empty()) return table_from_csv(from_csv, vm, o.best, out);
   o.rows = split_commas(rows);
   o.cols = split_commas(cols);
@@ -166,7 +167,8 @@ int pairs(const Args& args) {
   po::variables_map vm;
   if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
   if (input.empty() == from_csv.empty())
-    throw InputError("export pairs: give a sweep file or a runs directory, or --from-csv FILE (one of them)");
+    throw InputError(input.empty() ? "missing INPUT: a sweep file or a directory of runs (or --from-csv FILE)"
+                                     : "export pairs: INPUT or --from-csv FILE, not both");
   if (!sweep.empty() && from_csv.empty()) throw InputError("export pairs: --sweep goes with --from-csv");
   if (!from_csv.empty()) return pairs_from_csv(from_csv, sweep, out);
   if (format != "md" && format != "csv") throw InputError(fmt::format("--format: expected md or csv, got '{}'", format));
@@ -247,7 +249,7 @@ int revisions(const Args& args) {
   positional.add("input", -1);
   po::variables_map vm;
   if (!parse(kUsage, args, options, vm, &positional, &arguments)) return kExitOk;
-  if (inputs.empty()) throw InputError("export revisions: give one or more sweep files or directories of runs");
+  if (inputs.empty()) throw InputError("missing INPUT: one or more sweep files or directories of runs");
   std::vector<analysis::RunSet> sets;
   for (const auto& input : inputs) sets.push_back(analysis::load_run_set(input));
   for (const auto& set : sets)
