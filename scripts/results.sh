@@ -68,11 +68,11 @@ W=scripts/results.sh
   echo "sweeps/table1.yaml), validated zero-shot at L, 4L and 16L; τ = L/400 and the p-RoPE base L/4"
   echo "(README: why they scale with L). Rendered by \`scripts/results.sh --render\` from the committed"
   echo "data in [results/table1/](results/table1/) and [results/tau-ablation/](results/tau-ablation/)."
-  echo "Cells: validation loss (nats/byte) of the final model, re-validated (\`harness analyse"
-  echo "--tokens\`), mean ± standard error over seeds, and (windows ± …) the standard error over"
-  echo "validation windows, mean over seeds; bold: best per column. The windows are shared by every"
-  echo "run, so a difference between two cells carries only the seeds' error: \"separable\" below"
-  echo "means more than 2 combined seeds' s.e. (scripts/separable.py)."
+  echo "Loss cells: validation loss (nats/byte) of the final model, re-validated (\`harness analyse"
+  echo "--tokens\`), mean ± standard error over seeds, and, in a table of \`export table\`'s CSV,"
+  echo "(windows ± …) the standard error over validation windows, mean over seeds; bold: best per"
+  echo "column. The windows are shared by every run, so a difference between two cells carries only"
+  echo "the seeds' error: \"separable\" below means more than 2 combined seeds' s.e. (scripts/separable.py)."
   echo
   echo "## Table 1 (sweeps/table1.yaml: every method × seed)"
   echo
