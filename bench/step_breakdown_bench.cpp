@@ -22,8 +22,9 @@
 //      GEMM head          the head's GEMMs inside the chunked loss (logits, d hidden, d weight)
 //      attention          the fused kernel's forward (with rotary: no finer scope there) and
 //                         backward node; "attention wrapper": ATen ops under them
-//      Muon NS            the Newton–Schulz phase (at 2 threads its worker thread's GEMMs are
-//                         not seen; the phase's wall time is); Muon rest: momentum, update
+//      Muon NS            the Newton–Schulz phase, everything in it (the normalisation, addmm's
+//                         copy of its input for β); at 2 threads its worker thread's GEMMs are
+//                         not seen, the phase's wall time is. Muon rest: momentum, update
 //      Adam, clip, loss (softmax/NLL ops of the chunked loss), norms + pointwise (the fused
 //      RMSNorm / ReLU² and the other element-wise ATen ops, forward and backward)
 //      dispatch/alloc     view, empty, to-wrappers, autograd nodes' own time, AccumulateGrad
@@ -229,7 +230,7 @@ Tally tally(const torch::autograd::profiler::ProfilerResult& result) {
     if (n == "step") p = kRest;
     else if (!in_step) p = -1;
     else if (data || n == "step.data") p = kData;
-    else if (ns || n == "optim.muon.newton_schulz") p = (aten && !is_gemm(n) && !is_dispatch(n)) ? kMuonRest : kMuonNS;
+    else if (ns || n == "optim.muon.newton_schulz") p = kMuonNS;  // addmm's copy of its input too
     else if (muon || n.rfind("optim.muon", 0) == 0) p = kMuonRest;
     else if (adam || n == "optim.adam") p = kAdam;
     else if (clip || n == "optim.clip_grad_norm") p = kClip;
