@@ -136,7 +136,8 @@ int pairs_from_csv(const std::string& path, const std::string& sweep_path, const
       L = L == 0 || L == l ? l : -1;
     }
     for (auto& t : pairs.tables) t.train_context = std::max<int64_t>(L, 0);  // for a family of contexts as kL
-    if (sweep.planned) analysis::apply_planned_family(pairs.tables, sweep.planned->correction, sweep.planned->alpha);
+    if (sweep.planned) analysis::apply_planned_family(pairs.tables, sweep.planned->correction, sweep.planned->alpha,
+                                                      sweep.planned->multiples);
   }
   const std::string text = analysis::format_pairs_page(pairs, std::max<int64_t>(L, 0));
   fmt::print("{}", text);
@@ -194,7 +195,7 @@ int pairs(const Args& args) {
   if (!arms.empty()) analysis::keep_arms(grids, arms);
   for (const auto& grid : grids) tables.push_back(analysis::pairwise_gaps(grid, level));
   if (tables.empty()) throw InputError(fmt::format("{}: no finished run to compare", input));
-  if (planned) analysis::apply_planned_family(tables, set.planned->correction, set.planned->alpha);
+  if (planned) analysis::apply_planned_family(tables, set.planned->correction, set.planned->alpha, set.planned->multiples);
   int64_t L = set.runs.front().train_context;  // contexts are labelled as multiples of L when all share it
   for (const auto& run : set.runs)
     if (run.train_context != L) L = 0;

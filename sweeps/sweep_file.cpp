@@ -259,14 +259,14 @@ void parse_explicit_runs(const YAML::Node& r, const std::string& source, Sweep& 
   }
 }
 
-// planned: {arms: [A, B, ...], correction: bonferroni | holm, alpha: 0.05}
+// planned: {arms: [A, B, ...], correction: bonferroni | holm, alpha: 0.05, contexts: [4L, 16L]}
 PlannedComparison parse_planned(const YAML::Node& p, const std::string& source) {
   PlannedComparison planned;
   planned.at = Location::of(source, p);
   if (!p.IsMap())
     fail(planned.at, "planned", fmt::format("expected a mapping {{arms: [A, B], correction: bonferroni, alpha: "
                                             "0.05}}, got {}", describe(p)));
-  static const std::vector<std::string> keys = {"arms", "correction", "alpha"};
+  static const std::vector<std::string> keys = {"arms", "correction", "alpha", "contexts"};
   for (const auto& kv : p) {
     const Location at = Location::of(source, kv.first);
     const std::string key = kv.first.Scalar();
@@ -281,6 +281,20 @@ PlannedComparison parse_planned(const YAML::Node& p, const std::string& source) 
         if (!a.IsScalar() || a.Scalar().empty())
           fail(Location::of(source, a), "planned.arms", fmt::format("expected an arm label, got {}", describe(a)));
         planned.arms.push_back(a.Scalar());
+      }
+    } else if (key == "contexts") {  // multiples of L: "4L" (or "4")
+      if (!kv.second.IsSequence() || kv.second.size() < 1)
+        fail(value_at, "planned.contexts", fmt::format("expected a list of validation contexts as multiples of L "
+                                                       "([4L, 16L]), got {}", describe(kv.second)));
+      for (const auto& c : kv.second) {
+        std::string text = c.IsScalar() ? c.Scalar() : "";
+        if (!text.empty() && text.back() == 'L') text.pop_back();
+        char* end = nullptr;
+        const long m = std::strtol(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0' || m < 1)
+          fail(Location::of(source, c), "planned.contexts",
+               fmt::format("expected a context as a multiple of L (1L, 4L, 16L), got {}", describe(c)));
+        planned.multiples.push_back(m);
       }
     } else if (key == "correction") {
       planned.correction = kv.second.IsScalar() ? kv.second.Scalar() : "";

@@ -67,6 +67,7 @@ struct PlannedComparison {
   std::vector<std::string> arms;          // labels as `export table` prints them
   std::string correction = "bonferroni";  // "bonferroni" | "holm"
   double alpha = 0.05;
+  std::vector<int64_t> multiples;          // `contexts:` as multiples of L; empty: every context
 };
 
 struct Sweep {

@@ -291,7 +291,14 @@ TEST(SweepFile, APlannedComparisonIsReadWithItsCriterion) {
   EXPECT_CONTAINS(error("planned: {arms: [rope]}\n"), "p.yaml:5:17: planned.arms: expected a list of two or more");
   EXPECT_CONTAINS(error("planned: {arms: [rope, alibi], correction: sidak}\n"), "planned.correction: expected bonferroni or holm");
   EXPECT_CONTAINS(error("planned: {arms: [rope, alibi], alpha: 5%}\n"), "planned.alpha: expected a number in (0, 1)");
-  EXPECT_CONTAINS(error("planned: {arms: [rope, alibi], level: 0.9}\n"), "planned.level: unknown key; valid keys in 'planned': arms, correction, alpha");
+  EXPECT_CONTAINS(error("planned: {arms: [rope, alibi], level: 0.9}\n"), "planned.level: unknown key; valid keys in 'planned': arms, correction, alpha, contexts");
+  // contexts: the family's validation contexts as multiples of L (every context when absent).
+  EXPECT_TRUE(defaults.planned->multiples.empty());
+  EXPECT_EQ(load_sweep_text(base + "planned: {arms: [rope, alibi], contexts: [4L, 16]}\n", "p.yaml").planned->multiples,
+            (std::vector<int64_t>{4, 16}));
+  EXPECT_CONTAINS(error("planned: {arms: [rope, alibi], contexts: [4L, 1024T]}\n"),
+                  "p.yaml:5:47: planned.contexts: expected a context as a multiple of L (1L, 4L, 16L), got");
+  EXPECT_CONTAINS(error("planned: {arms: [rope, alibi], contexts: 4L}\n"), "planned.contexts: expected a list");
   EXPECT_CONTAINS(error("planned: {correction: holm}\n"), "planned.arms: missing");
 }
 

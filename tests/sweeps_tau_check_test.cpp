@@ -77,7 +77,8 @@ void expect_pairs_row(const std::string& pairs_csv, int64_t T, double mean, doub
   std::istringstream row(pairs_csv.substr(at + 1, pairs_csv.find('\n', at + 1) - at - 1));
   std::vector<std::string> f;
   for (std::string x; std::getline(row, x, ',');) f.push_back(x);
-  ASSERT_EQ(f.size(), 13u) << pairs_csv;
+  ASSERT_EQ(f.size(), 26u) << pairs_csv;  // 13 columns, then the sign test and seed spreads (docs/export.md)
+  EXPECT_EQ(std::stoi(f[13]) + std::stoi(f[14]) + std::stoi(f[15]), 2) << pairs_csv;  // a_higher + b_higher + tied: the seeds
   EXPECT_EQ(f[11], "0.05") << pairs_csv;  // one pair at the context: Holm's threshold is α itself
   EXPECT_EQ(f[12], "Holm's procedure over the 1 pair at 0.05") << pairs_csv;
   const double sign = f[1] == "0.04" ? 1.0 : -1.0;
