@@ -10,16 +10,11 @@
 #       the committed data only (the CTest results_pages_regenerate)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-render_only=0
-[ "${1:-}" = --render ] && { render_only=1; shift; }
-BUILD=${1:-build}
-HARNESS="$BUILD/harness"
-PAGE_DIR=${2:-docs/results}
+source scripts/results-lib.sh  # results_args and what the scripts share
+results_args results-fire docs/results "$@"
 OUT=docs/results
 DATA=$OUT/fire
 JOBS=${RESULTS_JOBS:-$(nproc)}
-[ -x "$HARNESS" ] || { echo "results-fire: $HARNESS not found; run make build first" >&2; exit 2; }
-source scripts/results-lib.sh  # trained, provenance, figures, committed, table_or_curves
 
 if [ "$render_only" = 0 ]; then
   "$HARNESS" sweep run sweeps/fire.yaml --jobs "$JOBS" --threads-per-job 1 --no-live >/dev/null

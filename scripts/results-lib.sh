@@ -1,10 +1,24 @@
-# What scripts/results*.sh share (sourced, not run). Needs HARNESS set.
+# What scripts/results*.sh share (sourced, not run; the functions after results_args need HARNESS).
 #
 # Each results page has two forms: the build form reads the runs and writes the page's data — CSV
 # the harness exported, figures, provenance.md — into docs/results/<page>/; the render form
 # (--render) writes the page from that committed data alone, numbers by the harness's own export
 # code (`export table|pairs --from-csv`), so that the CTest results_pages_regenerate can render
 # every page again and compare.
+
+# The two forms' arguments, the same in every results script: results_args NAME DEFAULT_PAGE_DIR "$@"
+# sets render_only (1 for --render), BUILD, HARNESS and PAGE_DIR, and stops (exit 2) when the
+# harness is not built.
+results_args() {
+  local name=$1 default_dir=$2
+  shift 2
+  render_only=0
+  [ "${1:-}" = --render ] && { render_only=1; shift; }
+  BUILD=${1:-build}
+  HARNESS="$BUILD/harness"
+  PAGE_DIR=${2:-$default_dir}
+  [ -x "$HARNESS" ] || { echo "$name: $HARNESS not found; run make build first" >&2; exit 2; }
+}
 
 # The revisions the runs under the given sweep directories were trained at (each run.h5 records its
 # own in /config git_revision), with counts: "abc1234 (15 runs), def5678-dirty (3 runs)".

@@ -14,17 +14,12 @@
 #       from the committed data only (the CTest results_pages_regenerate)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-render_only=0
-[ "${1:-}" = --render ] && { render_only=1; shift; }
-BUILD=${1:-build}
-HARNESS="$BUILD/harness"
-PAGE_DIR=${2:-docs/results}
+source scripts/results-lib.sh  # results_args and what the scripts share
+results_args results docs/results "$@"
 OUT=docs/results
 SAME=$OUT/table1-same-text
 KEY=$OUT/passkey
 JOBS=${RESULTS_JOBS:-$(nproc)}
-[ -x "$HARNESS" ] || { echo "results: $HARNESS not found; run make build first" >&2; exit 2; }
-source scripts/results-lib.sh  # trained, provenance, figures, committed, table_or_curves
 
 plateau() {  # per passkey run, as CSV: the step its key loss fell below 1 nat per digit (off the plateau near ln 10)
   "${PYTHON:-.venv/bin/python}" - "runs/$1" "$("$HARNESS" sweep plan "sweeps/$1.yaml")" <<'PY'

@@ -13,18 +13,13 @@
 # provenance the first form measured (revision, machine, runs, their time); the prose names none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-render_only=0
-[ "${1:-}" = --render ] && { render_only=1; shift; }
-BUILD=${1:-build}
-HARNESS="$BUILD/harness"
-PAGE_DIR=${2:-docs/results}
+source scripts/results-lib.sh  # results_args and what the scripts share
+results_args results-tau-law docs/results "$@"
 DATA=docs/results/tau-law-sqrt2
 SWEEP=sweeps/tau-law-sqrt2.yaml
 TOKENS=${RESULTS_TOKENS:-65536}
-[ -x "$HARNESS" ] || { echo "results-tau-law: $HARNESS not found; run make build first" >&2; exit 2; }
 
 if [ "$render_only" = 0 ]; then
-  source scripts/results-lib.sh  # trained
   "$HARNESS" analyse "$SWEEP" --tokens "$TOKENS" --threads "${RESULTS_JOBS:-$(nproc)}" >/dev/null
   mkdir -p "$DATA"
   "$HARNESS" tau law "$SWEEP" --out "$DATA.tmp" >/dev/null

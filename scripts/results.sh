@@ -13,16 +13,11 @@
 #       committed data only (the CTest results_pages_regenerate)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-render_only=0
-[ "${1:-}" = --render ] && { render_only=1; shift; }
-BUILD=${1:-build}
-HARNESS="$BUILD/harness"
-PAGE_DIR=${2:-docs}
+source scripts/results-lib.sh  # results_args and what the scripts share
+results_args results docs "$@"
 JOBS=${RESULTS_JOBS:-$(nproc)}
 TOKENS=${RESULTS_TOKENS:-131072}
 OUT=docs/results
-[ -x "$HARNESS" ] || { echo "results: $HARNESS not found; run make build first" >&2; exit 2; }
-source scripts/results-lib.sh  # trained, provenance, figures, committed, table_or_curves
 
 if [ "$render_only" = 0 ]; then
   for sweep in table1 tau-ablation; do

@@ -15,17 +15,12 @@
 #       separate the best from its neighbours; also written to best_tau.csv by the first form)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-render_only=0
-[ "${1:-}" = --render ] && { render_only=1; shift; }
-BUILD=${1:-build}
-HARNESS="$BUILD/harness"
-PAGE_DIR=${2:-docs/results}
+source scripts/results-lib.sh  # results_args and what the scripts share
+results_args tau-vs-context docs/results "$@"
 JOBS=${JOBS:-$(nproc)}
 TOKENS=${TOKENS:-65536}
 SWEEP=sweeps/tau-vs-context.yaml
 OUT=docs/results/tau-vs-context
-[ -x "$HARNESS" ] || { echo "tau-vs-context: $HARNESS not found; run make build first" >&2; exit 2; }
-source scripts/results-lib.sh  # trained, provenance, committed
 
 if [ "$render_only" = 0 ]; then
   "$HARNESS" sweep run "$SWEEP" --jobs "$JOBS" --threads-per-job 1 --no-live
