@@ -64,6 +64,18 @@ std::vector<analysis::TauLawCurve> simulated(std::mt19937_64& rng, double sigma,
   return curves;
 }
 
+// L = 256, τ = 0.5 · 2^k (k < 7), 4L only: two seeds whose curves are exact parabolas in ln τ with
+// vertices va and vb (and offsets 2.0, 2.3).
+analysis::TauLawCurve two_seed_curve(double va, double vb) {
+  analysis::TauLawCurve c;
+  c.L = 256;
+  c.tau = grid(0.5, 7);
+  c.seeds = {0, 1};
+  for (double t : c.tau)
+    c.loss[4].push_back({2.0 + 0.04 * std::pow(std::log(t) - va, 2), 2.3 + 0.04 * std::pow(std::log(t) - vb, 2)});
+  return c;
+}
+
 // The least-squares slope of y on x, the textbook way.
 double naive_slope(const std::vector<double>& x, const std::vector<double>& y) {
   const double n = double(x.size());
@@ -191,12 +203,7 @@ TEST(TauLaw, TheBootstrapRedrawsWholeSeedCurvesAndScalesTheirSpread) {
   // draws {0,0}, {1,1} (1/4 each) or a mix (1/2): m + √2·(draw mean − m) has its vertex at
   // v̄ ± (v0 − v1)/√2 or v̄. The 90% interval's ends are the two single-seed draws.
   const double v0 = std::log(3.0), v1 = std::log(5.0), vbar = (v0 + v1) / 2;
-  analysis::TauLawCurve c;
-  c.L = 256;
-  c.tau = grid(0.5, 7);
-  c.seeds = {0, 1};
-  for (double t : c.tau)
-    c.loss[4].push_back({2.0 + 0.04 * std::pow(std::log(t) - v0, 2), 2.3 + 0.04 * std::pow(std::log(t) - v1, 2)});
+  const auto c = two_seed_curve(v0, v1);
   analysis::TauLawOptions o;
   o.replicates = 2000;
   const auto law = analysis::tau_law({c}, o);
@@ -415,22 +422,13 @@ TEST(TauLaw, TwoGroupsTauStarAreComparedAsARatioOverIndependentBootstraps) {
   // replicates put ln τ* at v̄ or v̄ ± (v1 − v0)/√2 exactly; group b: two identical seeds with the
   // vertex at w, so every replicate of b is w. The ratio's interval is then exp(a's interval − w).
   const double v0 = std::log(3.0), v1 = std::log(5.0), vbar = (v0 + v1) / 2, spread = (v1 - v0) / std::sqrt(2.0);
-  auto curve = [](double va, double vb) {
-    analysis::TauLawCurve c;
-    c.L = 256;
-    c.tau = grid(0.5, 7);
-    c.seeds = {0, 1};
-    for (double t : c.tau)
-      c.loss[4].push_back({2.0 + 0.04 * std::pow(std::log(t) - va, 2), 2.3 + 0.04 * std::pow(std::log(t) - vb, 2)});
-    return c;
-  };
   analysis::TauLawOptions o;
   o.replicates = 2000;
-  const auto a = analysis::tau_law({curve(v0, v1)}, o);
+  const auto a = analysis::tau_law({two_seed_curve(v0, v1)}, o);
   for (const double w : {std::log(1.5), std::log(3.9)}) {
     auto ob = o;
     ob.seed = 2;
-    const auto b = analysis::tau_law({curve(w, w)}, ob);
+    const auto b = analysis::tau_law({two_seed_curve(w, w)}, ob);
     const auto r = analysis::compare_tau_star(a, "batch=8", b, "batch=32");
     ASSERT_EQ(r.size(), 1u);
     EXPECT_EQ(r[0].L, 256);
@@ -449,7 +447,7 @@ TEST(TauLaw, TwoGroupsTauStarAreComparedAsARatioOverIndependentBootstraps) {
   // is bounded below only (b's τ* may be anywhere under 0.5 · 2 = 1).
   auto ob = o;
   ob.seed = 3;
-  const auto edge = analysis::tau_law({curve(std::log(0.1), std::log(0.1))}, ob);
+  const auto edge = analysis::tau_law({two_seed_curve(std::log(0.1), std::log(0.1))}, ob);
   const auto r = analysis::compare_tau_star(a, "a", edge, "b");
   ASSERT_EQ(r.size(), 1u);
   EXPECT_TRUE(std::isnan(r[0].ratio));
