@@ -27,7 +27,7 @@ if [ "$render_only" = 0 ]; then
   cp "$DATA.tmp"/tau-law-curves.csv "$DATA.tmp"/*.png "$DATA.tmp"/tau_law_*.csv "$DATA" && rm -rf "$DATA.tmp"
   runs=$(awk -F, 'NR > 1 {print $1 "," $3 "," $4}' "$DATA/tau-law-curves.csv" | sort -u | wc -l)
   # the finished runs only, for their revisions and training time
-  mapfile -t done_runs < <("$HARNESS" sweep plan "$SWEEP" | awk '$NF == "done" {print "runs/tau-law-sqrt2/" $1}')
+  mapfile -t done_runs < <("$HARNESS" sweep plan "$SWEEP" | awk '$2 ~ /^#/ && $NF == "done" {print "runs/tau-law-sqrt2/" $1}')
   {
     echo "Data written by \`scripts/results-tau-law.sh\` on $(date -u +%Y-%m-%d) at revision"
     echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs/results' || echo -dirty), $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores:"
