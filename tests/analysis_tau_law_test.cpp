@@ -552,4 +552,11 @@ TEST(TauLaw, FiguresHoldTheFitsAndTheLossesTheyDraw) {
     EXPECT_LE(lo, star);
     EXPECT_GE(hi, star);
   }
+  // One L (a group of `--by`): the loss figures, no τ* against L (one point has no axis range).
+  const std::vector<analysis::TauLawCurve> one(curves.begin(), curves.begin() + 1);
+  test_support::TempDir tmp1;
+  const auto single = analysis::write_tau_law_figures(tmp1.path.string(), one, analysis::tau_law(one, o));
+  ASSERT_EQ(single.figures.size(), 3u);
+  for (const auto& f : single.figures) EXPECT_FALSE(f.render.failed) << f.name << ": " << f.render.notice;
+  EXPECT_FALSE(fs::exists(tmp1.path / "tau_law_star.csv"));
 }

@@ -74,6 +74,7 @@ CurvesResult write_tau_law_figures(const std::string& dir, const std::vector<Tau
                  "set yrange [-0.01:0.1]\nset ytics 0.01\nset key top left\n"
                  "plot " + series_clauses(name + ".csv", series, "yerrorlines") + ", 0 with lines lc rgb '#bbbbbb' notitle\n");
   }
+  if (curves.size() < 2) return out;  // τ* against L needs two L (one point on a log axis has no range)
   std::string plots;
   for (size_t i = 0; i < factors.size(); ++i) {
     const std::string title = fmt::format("{}L", factors[i]);
