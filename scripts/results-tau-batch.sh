@@ -34,8 +34,9 @@ if [ "$render_only" = 0 ]; then
     echo "Data written by \`scripts/results-tau-batch.sh\` on $(date -u +%Y-%m-%d) at revision"
     echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs/results' || echo -dirty), $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores:"
     echo "$("$HARNESS" sweep plan "$SWEEP" | awk '$2 ~ /^#/ && $NF == "done"' | wc -l) of the $("$HARNESS" sweep plan "$SWEEP" | grep -c ' #') runs of \`$SWEEP\` finished and used,"
-    echo "trained by the build whose revision each run.h5 records (\`/config\` git_revision), each re-validated"
-    echo "on $TOKENS tokens per context."
+    echo "trained at revision(s) $(trained runs/$NAME) (each run.h5's \`/config\` git_revision), each"
+    echo "re-validated on $TOKENS tokens per context; their training took $("$HARNESS" export revisions runs/$NAME --train-minutes)"
+    echo "run-minutes in all (2 runs at a time on the 2 cores, beside other work)."
   } > "$DATA/provenance.md"
 fi
 
