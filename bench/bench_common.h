@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <sstream>
@@ -20,6 +22,16 @@
 #include "models/gpt.h"
 
 namespace bench {
+
+using Clock = std::chrono::steady_clock;
+inline double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+// The middle element (the upper of the two middle ones for an even count); 0 for none.
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
 
 inline int64_t vocab_size(const harness::config::RunConfig& c) {
   const auto& tokenizer = c.data.tokenizer;

@@ -27,12 +27,8 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using bench::Clock;
+using bench::median;
 
 std::vector<int64_t> parse_contexts(const std::string& text) {
   std::vector<int64_t> out;

@@ -41,16 +41,9 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using bench::Clock;
+using bench::median;
+using bench::ms_since;
 
 // Event times in µs. LibTorch 1.13's KinetoEvent has startUs()/durationUs(); later versions
 // have startNs()/durationNs() (and may drop the µs ones): take the ns form when it exists.
