@@ -128,12 +128,21 @@ W=scripts/results.sh
   echo "  written before its runs), under its registered criterion:"
   echo
   committed pairs "$OUT/table1-same-text/si-vs-kerple-pairs.csv" $W --sweep sweeps/si-vs-kerple.yaml
+  echo "The comparison with τ tuned for SI is preregistered in two stages: sweeps/si-vs-kerple-tuned-select.yaml"
+  echo "chose SI's τ per L on three selection seeds by its registered rule (its table:"
+  echo "[results/si-vs-kerple-tuned/selection.csv](results/si-vs-kerple-tuned/selection.csv)), and"
+  echo "sweeps/si-vs-kerple-tuned.yaml's planned block, completed with that choice before its runs, tests"
+  echo "SI at it against kerple+p-rope at 4L and 16L on eight new seeds (Holm over the four tests, a sign"
+  echo "test and the seed spreads beside each). Its runs are not finished: no result is stated yet."
+  echo
   echo "[results/passkey.md](results/passkey.md): five of those methods fine-tuned to retrieve a key at a"
   echo "controlled distance. Whether a fine-tune learns to copy at all depends on the seed; a fine-tune"
   echo "that has not learned scores 0 at every distance, so read the table by seed. Fine-tuned 3× as"
   echo "long, more si+p-rope seeds learn. At this scale the passkey measures how soon a fine-tune learns"
   echo "to copy as much as how far a method retrieves; with these few seeds it shows the cliffs of rope"
-  echo "(beyond L/2) and alibi (beyond L), and no ordering among the p-RoPE methods is tested."
+  echo "(beyond L/2) and alibi (beyond L), and no ordering among the p-RoPE methods is tested. All five on"
+  echo "one schedule with eight seeds each is preregistered (sweeps/passkey-one-schedule.yaml: the share of"
+  echo "seeds that learn to copy, Fisher's exact test with Holm over the pairs); its runs are not done."
   echo
   echo "[results/fire.md](results/fire.md): FIRE (Li et al. 2023) beside KERPLE and T5, each as its preset"
   echo "and with p-RoPE, in the same setting. FIRE alone, its paper's setting, does not extrapolate here:"
