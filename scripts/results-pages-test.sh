@@ -28,6 +28,7 @@ scripts/results-same-text.sh docs/results/passkey.md
 scripts/results.sh docs/results.md
 scripts/tau-vs-context.sh docs/results/tau-vs-context.md
 scripts/results-tau-batch.sh docs/results/tau-batch-vs-context.md
+scripts/results-readme.sh README.md
 PAGES
 [ "$status" = 0 ] && echo "results-pages-test: $pages page(s) equal their rendering from committed data"
 exit $status
