@@ -97,14 +97,15 @@ std::pair<std::vector<SeedWindows>, std::vector<SeedWindows>> common_seeds(const
   return out;
 }
 
-void keep_arms(std::vector<ArmGrid>& grids, const std::vector<std::string>& labels) {
-  if (labels.size() < 2) throw harness::InputError("--arm: name at least two arms to compare");
+void keep_arms(std::vector<ArmGrid>& grids, const std::vector<std::string>& labels, const std::string& source) {
+  if (labels.size() < 2) throw harness::InputError(fmt::format("{}: name at least two arms to compare", source));
   std::set<std::string> known;
   for (const auto& g : grids)
     for (const auto& a : g.arms) known.insert(a.label);
   for (const auto& l : labels)
     if (!known.count(l))
-      throw harness::InputError(fmt::format("--arm: no arm '{}'; the arms are: {}", l, fmt::join(known, "; ")));
+      throw harness::InputError(fmt::format("{}: no arm '{}' among the finished runs; the arms there are: {}", source, l,
+                                            known.empty() ? "none" : fmt::format("{}", fmt::join(known, "; "))));
   const std::set<std::string> wanted(labels.begin(), labels.end());
   for (auto& g : grids)
     g.arms.erase(std::remove_if(g.arms.begin(), g.arms.end(), [&](const Arm& a) { return !wanted.count(a.label); }),

@@ -39,8 +39,10 @@ std::vector<ArmGrid> arm_grid(const RunSet& set, const std::vector<std::string>&
 
 // Keeps only the arms labelled `labels` (at least two; a planned comparison: its pairs are then
 // the whole family Holm's procedure controls). InputError naming a label no grid holds, with the
-// labels there are.
-void keep_arms(std::vector<ArmGrid>& grids, const std::vector<std::string>& labels);
+// labels there are, said as coming from `source` ("--arm", or a sweep's planned block: an arm of
+// a sweep still running may have no finished run yet).
+void keep_arms(std::vector<ArmGrid>& grids, const std::vector<std::string>& labels,
+               const std::string& source = "--arm");
 
 // The runs of `a` and `b` whose seeds are in both, in each one's order: a partly finished sweep
 // still compares its common seeds.

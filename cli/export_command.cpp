@@ -192,7 +192,9 @@ int pairs(const Args& args) {
     fmt::print(stderr, "warning: --arm names other arms than {}'s planned comparison ({}): tested as an unplanned "
                        "comparison, Holm over each context's pairs\n", input, fmt::join(set.planned->arms, ", "));
   if (planned) arms = set.planned->arms;
-  if (!arms.empty()) analysis::keep_arms(grids, arms);
+  if (grids.empty()) throw InputError(fmt::format("{}: no finished run to compare", input));
+  if (!arms.empty())
+    analysis::keep_arms(grids, arms, planned ? fmt::format("{}: planned.arms", set.planned->at.str()) : "--arm");
   for (const auto& grid : grids) tables.push_back(analysis::pairwise_gaps(grid, level));
   if (tables.empty()) throw InputError(fmt::format("{}: no finished run to compare", input));
   if (planned) analysis::apply_planned_family(tables, set.planned->correction, set.planned->alpha, set.planned->multiples);

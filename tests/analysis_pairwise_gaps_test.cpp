@@ -129,7 +129,8 @@ TEST(PairwiseGaps, NamedArmsAreTheWholeFamily) {
     analysis::keep_arms(grids, {"m0", "m7"});
     FAIL() << "an unknown arm";
   } catch (const harness::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("no arm 'm7'; the arms are: m0; m1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--arm: no arm 'm7' among the finished runs; the arms there are: m0; m1"),
+              std::string::npos) << e.what();
   }
   EXPECT_THROW(analysis::keep_arms(grids, {"m0"}), harness::InputError);
 }
